@@ -1,0 +1,1 @@
+//! Fleet API, validation and rendering for celld-gen.

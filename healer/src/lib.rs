@@ -1,0 +1,1 @@
+//! The healer: observe -> decide (pure) -> act.
