@@ -1,1 +1,3 @@
-//! Fleet API, validation and rendering for celld-gen.
+//! celld-gen: the fleet API, its validation, and the rendering of fleets into manifests.
+
+pub mod api;

@@ -1,0 +1,208 @@
+//! Defaults and limits of the fleet file, and the accessors that apply them. They follow
+//! the anchor operator's where it has one (reference/anchor-operator-rendering.md §1).
+
+use super::fleet::*;
+
+/// Members when `spec.members` is absent and the mode is not External.
+pub const MEMBERS: i32 = 3;
+/// Largest fleet.
+pub const MAX_MEMBERS: i32 = 100;
+/// Largest number of zones.
+pub const MAX_ZONES: usize = 6;
+/// Disk or scratch size when `storage.sizeGiB` is absent.
+pub const SIZE_GIB: i32 = 10;
+/// Largest disk.
+pub const MAX_SIZE_GIB: i32 = 16384;
+/// Default CPU request.
+pub const CPU_REQUEST: &str = "250m";
+/// Default memory request.
+pub const MEMORY_REQUEST: &str = "512Mi";
+/// Default memory limit.
+pub const MEMORY_LIMIT: &str = "1Gi";
+/// Default drain time.
+pub const SHUTDOWN_SECONDS: i64 = 20;
+/// Longest drain time.
+pub const MAX_SHUTDOWN_SECONDS: i64 = 3600;
+/// Default Pod termination grace.
+pub const TERMINATION_GRACE_SECONDS: i64 = 30;
+/// Headroom between drain and grace, so the kubelet never kills a draining member.
+pub const GRACE_HEADROOM_SECONDS: i64 = 5;
+/// Most extra env entries.
+pub const MAX_ENV: usize = 32;
+/// Most routing hostnames.
+pub const MAX_HOSTNAMES: usize = 16;
+
+/// Effective capacity policy values, defaults applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapacityPolicy {
+    /// Mode.
+    pub mode: CapacityMode,
+    /// Fewest members.
+    pub min_members: i32,
+    /// Most members.
+    pub max_members: i32,
+    /// Growth step.
+    pub scale_out_step: i32,
+    /// Sample interval.
+    pub sample_interval_seconds: i32,
+    /// Oldest usable sample.
+    pub max_age_seconds: i32,
+    /// Shortest window.
+    pub min_window_seconds: i32,
+    /// Longest window.
+    pub max_window_seconds: i32,
+    /// Samples needed.
+    pub min_samples: i32,
+    /// Growth stabilization.
+    pub scale_out_stabilization_seconds: i32,
+    /// Contraction stabilization.
+    pub scale_in_stabilization_seconds: i32,
+    /// Growth cooldown.
+    pub scale_out_cooldown_seconds: i32,
+    /// Contraction cooldown.
+    pub scale_in_cooldown_seconds: i32,
+    /// Provisioning timeout.
+    pub provisioning_timeout_seconds: i32,
+    /// Redistribution observation.
+    pub redistribution_observation_seconds: i32,
+    /// CPU high threshold.
+    pub cpu_high_millicores: i32,
+    /// CPU low threshold.
+    pub cpu_low_millicores: i32,
+    /// Memory high threshold.
+    pub memory_high_mib: i32,
+    /// Memory low threshold.
+    pub memory_low_mib: i32,
+}
+
+impl Capacity {
+    /// The policy with every default applied.
+    pub fn effective(&self) -> CapacityPolicy {
+        CapacityPolicy {
+            mode: self.mode.unwrap_or_default(),
+            min_members: self.min_members.unwrap_or(3),
+            max_members: self.max_members.unwrap_or(10),
+            scale_out_step: self.scale_out_step.unwrap_or(1),
+            sample_interval_seconds: self.sample_interval_seconds.unwrap_or(15),
+            max_age_seconds: self.max_age_seconds.unwrap_or(45),
+            min_window_seconds: self.min_window_seconds.unwrap_or(5),
+            max_window_seconds: self.max_window_seconds.unwrap_or(60),
+            min_samples: self.min_samples.unwrap_or(3),
+            scale_out_stabilization_seconds: self.scale_out_stabilization_seconds.unwrap_or(30),
+            scale_in_stabilization_seconds: self.scale_in_stabilization_seconds.unwrap_or(600),
+            scale_out_cooldown_seconds: self.scale_out_cooldown_seconds.unwrap_or(300),
+            scale_in_cooldown_seconds: self.scale_in_cooldown_seconds.unwrap_or(900),
+            provisioning_timeout_seconds: self.provisioning_timeout_seconds.unwrap_or(600),
+            redistribution_observation_seconds: self
+                .redistribution_observation_seconds
+                .unwrap_or(120),
+            cpu_high_millicores: self.cpu_high_millicores.unwrap_or(200),
+            cpu_low_millicores: self.cpu_low_millicores.unwrap_or(80),
+            memory_high_mib: self.memory_high_mib.unwrap_or(768),
+            memory_low_mib: self.memory_low_mib.unwrap_or(384),
+        }
+    }
+}
+
+impl CelldFleetSpec {
+    /// Workload layout of a Bucket fleet (PersistentFleet is always a StatefulSet).
+    pub fn effective_bucket_workload(&self) -> BucketWorkload {
+        self.bucket_workload.unwrap_or_default()
+    }
+
+    /// Whether the workload is a StatefulSet.
+    pub fn is_stateful_set(&self) -> bool {
+        self.profile == Profile::PersistentFleet
+            || self.effective_bucket_workload() == BucketWorkload::Ordered
+    }
+
+    /// Capacity mode; `None` means members are set by hand.
+    pub fn capacity_mode(&self) -> Option<CapacityMode> {
+        self.capacity.as_ref().map(|c| c.mode.unwrap_or_default())
+    }
+
+    /// Members written in the fleet file, default applied (External mode has none: the
+    /// `/scale` writer sets it live, and the healer reads the live value).
+    pub fn effective_members(&self) -> i32 {
+        self.members.unwrap_or(MEMBERS)
+    }
+
+    /// Placement mode.
+    pub fn placement_mode(&self) -> PlacementMode {
+        self.placement.mode.unwrap_or_default()
+    }
+
+    /// Disk or scratch size in GiB.
+    pub fn size_gib(&self) -> i32 {
+        self.storage.size_gib.unwrap_or(SIZE_GIB)
+    }
+
+    /// CPU request.
+    pub fn cpu_request(&self) -> &str {
+        self.execution
+            .as_ref()
+            .and_then(|e| e.cpu_request.as_deref())
+            .unwrap_or(CPU_REQUEST)
+    }
+
+    /// CPU limit, if any.
+    pub fn cpu_limit(&self) -> Option<&str> {
+        self.execution.as_ref().and_then(|e| e.cpu_limit.as_deref())
+    }
+
+    /// Memory request.
+    pub fn memory_request(&self) -> &str {
+        self.execution
+            .as_ref()
+            .and_then(|e| e.memory_request.as_deref())
+            .unwrap_or(MEMORY_REQUEST)
+    }
+
+    /// Memory limit.
+    pub fn memory_limit(&self) -> &str {
+        self.execution
+            .as_ref()
+            .and_then(|e| e.memory_limit.as_deref())
+            .unwrap_or(MEMORY_LIMIT)
+    }
+
+    /// Drain time in seconds.
+    pub fn shutdown_seconds(&self) -> i64 {
+        self.lifecycle
+            .as_ref()
+            .and_then(|l| l.shutdown_seconds)
+            .unwrap_or(SHUTDOWN_SECONDS)
+    }
+
+    /// Pod termination grace in seconds.
+    pub fn termination_grace_seconds(&self) -> i64 {
+        self.lifecycle
+            .as_ref()
+            .and_then(|l| l.termination_grace_seconds)
+            .unwrap_or(TERMINATION_GRACE_SECONDS)
+    }
+
+    /// Whether the healer is paused for this fleet.
+    pub fn paused(&self) -> bool {
+        self.maintenance
+            .as_ref()
+            .and_then(|m| m.paused)
+            .unwrap_or(false)
+    }
+
+    /// The restart token, if any.
+    pub fn restart_token(&self) -> Option<&str> {
+        self.maintenance
+            .as_ref()
+            .and_then(|m| m.restart_token.as_deref())
+            .filter(|t| !t.is_empty())
+    }
+
+    /// `s3://bucket[/prefix]`.
+    pub fn bucket_url(&self) -> String {
+        match &self.storage.prefix {
+            Some(p) => format!("s3://{}/{}", self.storage.bucket, p),
+            None => format!("s3://{}", self.storage.bucket),
+        }
+    }
+}

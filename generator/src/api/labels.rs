@@ -1,0 +1,96 @@
+//! Every label, annotation and finalizer key the project writes, in one place, so the
+//! generator and the healer can never disagree on a spelling.
+
+/// API group of our two custom resources.
+pub const GROUP: &str = "fleet.celld.dev";
+/// API version of our two custom resources.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` string of our custom resources.
+pub const API_VERSION: &str = "fleet.celld.dev/v1alpha1";
+
+/// The fleet's identity label: the only selector, and the ownership proof on disks.
+pub const IDENTITY: &str = "fleet.celld.dev/identity";
+/// Label client Pods carry to be admitted to a fleet's application port (value: fleet name).
+pub const CLIENT_OF: &str = "fleet.celld.dev/client-of";
+/// Pod template annotation that carries `maintenance.restartToken`; changing it rolls members.
+pub const RESTART_TOKEN: &str = "fleet.celld.dev/restart-token";
+/// Claim template annotation naming the bucket reservation the disk belongs to.
+pub const STORAGE_RESERVATION: &str = "fleet.celld.dev/storage-reservation";
+/// Finalizer the healer puts on a CelldFleet so deletion runs in order.
+pub const FLEET_FINALIZER: &str = "fleet.celld.dev/lifecycle-protection";
+/// Finalizer the healer puts on a Pod while that member's disk is being replaced.
+pub const REPLACEMENT_FINALIZER: &str = "fleet.celld.dev/replacing-disk";
+/// Pod annotation that records a disk handoff (JSON: claim uid, resourceVersion, committed).
+pub const REPLACEMENT_RECORD: &str = "fleet.celld.dev/replacement-claim";
+/// Pod label that indexes Pods with a handoff in progress (value: fleet identity).
+pub const REPLACEMENT_INDEX: &str = "fleet.celld.dev/replacement-fleet";
+/// Reservation annotation holding capacity-policy history; removed when there is none.
+pub const CAPACITY_HISTORY: &str = "fleet.celld.dev/capacity-history";
+/// Field manager the healer uses for every server-side apply.
+pub const HEALER_FIELD_MANAGER: &str = "celld-healer";
+/// Label every object rendered by the generator carries, for `kubectl get -l`.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY`].
+pub const MANAGED_BY_VALUE: &str = "celld-gen";
+/// Label and value that select the healer's own Pods (NetworkPolicy admits them to 8081).
+pub const HEALER_NAME_LABEL: &str = "app.kubernetes.io/name";
+/// Value of [`HEALER_NAME_LABEL`] on healer Pods.
+pub const HEALER_NAME: &str = "celld-healer";
+/// Namespace the healer is installed into by default.
+pub const HEALER_NAMESPACE: &str = "celld-system";
+/// Argo CD: never prune or delete the object carrying this annotation value.
+pub const ARGOCD_SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
+/// Flux: never prune the object carrying this annotation with value `disabled`.
+pub const FLUX_PRUNE: &str = "kustomize.toolkit.fluxcd.io/prune";
+/// Label that names the zone of a node (and of a zonal disk).
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// Name of the claim template, so claims are `data-<fleet>-<ordinal>`.
+pub const CLAIM_TEMPLATE: &str = "data";
+
+/// Name of the claim of a member.
+pub fn claim_name(fleet: &str, ordinal: u32) -> String {
+    format!("{CLAIM_TEMPLATE}-{fleet}-{ordinal}")
+}
+
+/// Name of the Pod of a StatefulSet member.
+pub fn member_name(fleet: &str, ordinal: u32) -> String {
+    format!("{fleet}-{ordinal}")
+}
+
+/// Ordinal of a StatefulSet member Pod name, if `pod` is `<fleet>-<n>`.
+pub fn member_ordinal(fleet: &str, pod: &str) -> Option<u32> {
+    let rest = pod.strip_prefix(fleet)?.strip_prefix('-')?;
+    // Leading zeros or signs are not names the StatefulSet controller produces.
+    if rest.is_empty() || (rest.len() > 1 && rest.starts_with('0')) {
+        return None;
+    }
+    if !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// Ordinal of a member claim name, if `claim` is `data-<fleet>-<n>`.
+pub fn claim_ordinal(fleet: &str, claim: &str) -> Option<u32> {
+    let rest = claim.strip_prefix(CLAIM_TEMPLATE)?.strip_prefix('-')?;
+    member_ordinal(fleet, rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_parse_only_controller_names() {
+        assert_eq!(member_ordinal("alpha", "alpha-0"), Some(0));
+        assert_eq!(member_ordinal("alpha", "alpha-12"), Some(12));
+        assert_eq!(member_ordinal("alpha", "alpha-01"), None);
+        assert_eq!(member_ordinal("alpha", "alpha-x"), None);
+        assert_eq!(member_ordinal("alpha", "alpha-peers-1"), None);
+        assert_eq!(member_ordinal("alpha", "alphabet-1"), None);
+        assert_eq!(claim_ordinal("alpha", "data-alpha-3"), Some(3));
+        assert_eq!(claim_ordinal("alpha", "data-beta-3"), None);
+        assert_eq!(claim_name("alpha", 2), "data-alpha-2");
+    }
+}
