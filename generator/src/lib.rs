@@ -1,3 +1,9 @@
 //! celld-gen: the fleet API, its validation, and the rendering of fleets into manifests.
+//!
+//! Flow: [`load`] reads and [`validate`]s fleet files, `render` turns valid fleets into
+//! objects with the templates, `output` writes them (all or nothing).
 
 pub mod api;
+pub mod diagnostic;
+pub mod load;
+pub mod validate;
