@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# Starts a throw-away Kubernetes control plane on 127.0.0.1 for end-to-end tests:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler (no kubelet, no nodes),
+# then installs the Gateway API CRDs. Works from any cwd. No sudo, docker or network.
+#
+#   tests/controlplane/start.sh        # builds first if binaries are missing (build.sh)
+#   export KUBECONFIG=$PWD/tests/.cluster/run/kubeconfig   # or: source tests/controlplane/env.sh
+#   tests/controlplane/stop.sh
+#
+# State lives in tests/.cluster/run/ and is wiped at every start (a running cluster
+# started from this checkout is stopped first). Ports: see env.sh.
+# Env knobs:
+#   CP_START_TIMEOUT     seconds to wait for all components to be healthy (default 180)
+#   CP_VERBOSITY         klog -v for the kube components (default 2)
+#   CP_APISERVER_EXTRA_ARGS, CP_KCM_EXTRA_ARGS, CP_SCHEDULER_EXTRA_ARGS, CP_ETCD_EXTRA_ARGS
+#                        extra flags (word-split), e.g. CP_KCM_EXTRA_ARGS="--node-eviction-rate=1"
+set -euo pipefail
+
+CP_IGNORE_RECORDED_PORTS=1
+# shellcheck source=env.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
+unset CP_IGNORE_RECORDED_PORTS
+
+START_TIMEOUT="${CP_START_TIMEOUT:-180}"
+VERBOSITY="${CP_VERBOSITY:-2}"
+SERVICE_CIDR="10.96.0.0/16"
+SERVICE_IP="10.96.0.1" # first address of SERVICE_CIDR: the kubernetes.default Service
+read -r -a APISERVER_EXTRA <<<"${CP_APISERVER_EXTRA_ARGS:-}"
+read -r -a KCM_EXTRA <<<"${CP_KCM_EXTRA_ARGS:-}"
+read -r -a SCHEDULER_EXTRA <<<"${CP_SCHEDULER_EXTRA_ARGS:-}"
+read -r -a ETCD_EXTRA <<<"${CP_ETCD_EXTRA_ARGS:-}"
+
+log() { printf '[start %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() { printf '[start] ERROR: %s\n' "$*" >&2; exit 1; }
+
+for tool in openssl curl base64; do
+  command -v "$tool" >/dev/null || die "$tool not found on PATH (Debian: apt-get install $tool)"
+done
+
+T0=$SECONDS
+
+# --- binaries (build.sh is a no-op when they are present) -------------------------------
+"$CP_DIR/build.sh"
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  [[ -x "$CP_BIN_DIR/$b" ]] || die "missing $CP_BIN_DIR/$b"
+done
+T_BUILT=$SECONDS
+
+# --- fresh state ------------------------------------------------------------------------
+"$CP_DIR/stop.sh" --quiet
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for p in "$CP_ETCD_PORT" "$CP_ETCD_PEER_PORT" "$CP_APISERVER_PORT" "$CP_KCM_PORT" "$CP_SCHEDULER_PORT"; do
+  port_busy "$p" && die "127.0.0.1:$p is already in use (another cluster? override the CP_*_PORT variables, see env.sh)"
+done
+rm -rf "$CP_RUN_DIR"
+mkdir -p "$CP_PKI_DIR" "$CP_LOG_DIR" "$CP_PID_DIR" "$CP_RUN_DIR/etcd-data"
+chmod 700 "$CP_RUN_DIR" "$CP_PKI_DIR" "$CP_RUN_DIR/etcd-data"
+{
+  echo "# Ports of the control plane started at $(date -u +%FT%TZ); read by env.sh."
+  for v in CP_ETCD_PORT CP_ETCD_PEER_PORT CP_APISERVER_PORT CP_KCM_PORT CP_SCHEDULER_PORT; do
+    echo ": \"\${$v:=${!v}}\""
+  done
+} >"$CP_RUN_DIR/ports.env"
+
+# From here on, any failure stops what was started.
+STARTED_OK=0
+on_exit() {
+  local rc=$?
+  if [[ $STARTED_OK != 1 ]]; then
+    echo "[start] failed (exit $rc); stopping what was started" >&2
+    "$CP_DIR/stop.sh" --quiet || true
+  fi
+}
+trap on_exit EXIT
+
+# --- PKI ----------------------------------------------------------------------------------
+log "creating throw-away CA and certificates in $CP_PKI_DIR"
+(
+  cd "$CP_PKI_DIR"
+  newkey() { openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null; }
+
+  newkey ca.key
+  cat >ca.cnf <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = celld-fleet-test-ca
+[v3_ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+subjectKeyIdentifier = hash
+EOF
+  openssl req -x509 -new -key ca.key -config ca.cnf -extensions v3_ca -days 30 -sha256 \
+    -out ca.crt 2>/dev/null
+
+  # cert NAME SUBJECT EXTENDED_KEY_USAGE [SUBJECT_ALT_NAMES]
+  cert() {
+    local name="$1" subj="$2" eku="$3" san="${4:-}"
+    newkey "$name.key"
+    openssl req -new -key "$name.key" -subj "$subj" -out "$name.csr" 2>/dev/null
+    {
+      echo "[v3]"
+      echo "basicConstraints = critical,CA:FALSE"
+      echo "keyUsage = critical,digitalSignature,keyEncipherment"
+      echo "extendedKeyUsage = $eku"
+      echo "authorityKeyIdentifier = keyid"
+      [[ -z "$san" ]] || echo "subjectAltName = $san"
+    } >"$name.ext"
+    openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key \
+      -set_serial "0x$(openssl rand -hex 16)" -days 30 -sha256 \
+      -extfile "$name.ext" -extensions v3 -out "$name.crt" 2>/dev/null
+    rm -f "$name.csr" "$name.ext"
+  }
+  local_sans="IP:127.0.0.1,DNS:localhost"
+  cert apiserver "/CN=kube-apiserver" serverAuth \
+    "$local_sans,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert kube-controller-manager-serving "/CN=kube-controller-manager" serverAuth "$local_sans"
+  cert kube-scheduler-serving "/CN=kube-scheduler" serverAuth "$local_sans"
+  cert admin "/O=system:masters/CN=admin" clientAuth
+  cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
+  cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
+  # Service-account token signing key pair.
+  newkey sa.key
+  openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
+  chmod 600 ./*.key
+)
+
+# write_kubeconfig FILE USER: a self-contained kubeconfig (certificates embedded).
+write_kubeconfig() {
+  local file="$1" user="$2" b64="base64 -w0"
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: celld-test
+  cluster:
+    server: $CP_APISERVER_URL
+    certificate-authority-data: $($b64 <"$CP_PKI_DIR/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $($b64 <"$CP_PKI_DIR/$user.crt")
+    client-key-data: $($b64 <"$CP_PKI_DIR/$user.key")
+contexts:
+- name: celld-test
+  context:
+    cluster: celld-test
+    user: $user
+current-context: celld-test
+EOF
+  chmod 600 "$file"
+}
+write_kubeconfig "$KUBECONFIG" admin
+write_kubeconfig "$CP_RUN_DIR/kube-controller-manager.kubeconfig" kube-controller-manager
+write_kubeconfig "$CP_RUN_DIR/kube-scheduler.kubeconfig" kube-scheduler
+
+# --- processes ----------------------------------------------------------------------------
+# launch NAME ARGS...: runs $CP_BIN_DIR/NAME in the background, detached from our stdio
+# (so a caller that captures our output is not kept waiting), log and PID in run/.
+launch() {
+  local name="$1"; shift
+  log "starting $name (log: $CP_LOG_DIR/$name.log)"
+  "$CP_BIN_DIR/$name" "$@" </dev/null >>"$CP_LOG_DIR/$name.log" 2>&1 &
+  echo "$!" >"$CP_PID_DIR/$name.pid"
+}
+
+# alive NAME: its process runs (our children that died stay zombies until we exit).
+alive() {
+  local pid state
+  pid="$(cat "$CP_PID_DIR/$1.pid")"
+  state="$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null || true)"
+  [[ -n "$state" && "$state" != Z && "$state" != X ]]
+}
+
+fail_with_log() {
+  local name="$1" why="$2"
+  echo "[start] $name: $why; last lines of $CP_LOG_DIR/$name.log:" >&2
+  tail -n 40 "$CP_LOG_DIR/$name.log" >&2 || true
+  exit 1
+}
+
+# wait_healthy NAME URL [CURL_ARGS...]: until URL answers 200 "ok"-ish, the process died,
+# or the start timeout passes.
+wait_healthy() {
+  local name="$1" url="$2"; shift 2
+  local body
+  while true; do
+    alive "$name" || fail_with_log "$name" "process exited"
+    if body="$(curl -fsS --max-time 5 "$@" "$url" 2>/dev/null)"; then
+      case "$body" in
+        ok | *'"health":"true"'*) log "$name healthy after $((SECONDS - T_BUILT))s"; return 0 ;;
+      esac
+    fi
+    ((SECONDS - T_BUILT < START_TIMEOUT)) || fail_with_log "$name" "not healthy at $url within ${START_TIMEOUT}s"
+    sleep 0.5
+  done
+}
+
+ETCD_URL="http://127.0.0.1:$CP_ETCD_PORT"
+ETCD_PEER_URL="http://127.0.0.1:$CP_ETCD_PEER_PORT"
+launch etcd \
+  --name=celld-test \
+  --data-dir="$CP_RUN_DIR/etcd-data" \
+  --listen-client-urls="$ETCD_URL" --advertise-client-urls="$ETCD_URL" \
+  --listen-peer-urls="$ETCD_PEER_URL" --initial-advertise-peer-urls="$ETCD_PEER_URL" \
+  --initial-cluster="celld-test=$ETCD_PEER_URL" --initial-cluster-state=new \
+  --unsafe-no-fsync=true \
+  "${ETCD_EXTRA[@]}"
+wait_healthy etcd "$ETCD_URL/health"
+
+launch kube-apiserver \
+  --v="$VERBOSITY" \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$CP_APISERVER_PORT" \
+  --etcd-servers="$ETCD_URL" \
+  --tls-cert-file="$CP_PKI_DIR/apiserver.crt" --tls-private-key-file="$CP_PKI_DIR/apiserver.key" \
+  --client-ca-file="$CP_PKI_DIR/ca.crt" \
+  --authorization-mode=Node,RBAC \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$CP_PKI_DIR/sa.pub" \
+  --service-account-signing-key-file="$CP_PKI_DIR/sa.key" \
+  --service-cluster-ip-range="$SERVICE_CIDR" \
+  --endpoint-reconciler-type=none \
+  --default-not-ready-toleration-seconds=5 \
+  --default-unreachable-toleration-seconds=5 \
+  --allow-privileged=true \
+  "${APISERVER_EXTRA[@]}"
+# The admin cert is used so that /readyz?verbose also works on a locked-down apiserver.
+KUBE_CURL=(--cacert "$CP_PKI_DIR/ca.crt" --cert "$CP_PKI_DIR/admin.crt" --key "$CP_PKI_DIR/admin.key")
+wait_healthy kube-apiserver "$CP_APISERVER_URL/readyz" "${KUBE_CURL[@]}"
+
+launch kube-controller-manager \
+  --v="$VERBOSITY" \
+  --kubeconfig="$CP_RUN_DIR/kube-controller-manager.kubeconfig" \
+  --authentication-kubeconfig="$CP_RUN_DIR/kube-controller-manager.kubeconfig" \
+  --authorization-kubeconfig="$CP_RUN_DIR/kube-controller-manager.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="$CP_KCM_PORT" \
+  --tls-cert-file="$CP_PKI_DIR/kube-controller-manager-serving.crt" \
+  --tls-private-key-file="$CP_PKI_DIR/kube-controller-manager-serving.key" \
+  --client-ca-file="$CP_PKI_DIR/ca.crt" \
+  --leader-elect=false \
+  --controllers='*' \
+  --use-service-account-credentials=true \
+  --root-ca-file="$CP_PKI_DIR/ca.crt" \
+  --service-account-private-key-file="$CP_PKI_DIR/sa.key" \
+  --cluster-signing-cert-file="$CP_PKI_DIR/ca.crt" --cluster-signing-key-file="$CP_PKI_DIR/ca.key" \
+  --service-cluster-ip-range="$SERVICE_CIDR" \
+  --node-monitor-period=1s \
+  --node-monitor-grace-period=8s \
+  "${KCM_EXTRA[@]}"
+
+launch kube-scheduler \
+  --v="$VERBOSITY" \
+  --kubeconfig="$CP_RUN_DIR/kube-scheduler.kubeconfig" \
+  --authentication-kubeconfig="$CP_RUN_DIR/kube-scheduler.kubeconfig" \
+  --authorization-kubeconfig="$CP_RUN_DIR/kube-scheduler.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="$CP_SCHEDULER_PORT" \
+  --tls-cert-file="$CP_PKI_DIR/kube-scheduler-serving.crt" \
+  --tls-private-key-file="$CP_PKI_DIR/kube-scheduler-serving.key" \
+  --client-ca-file="$CP_PKI_DIR/ca.crt" \
+  --leader-elect=false \
+  "${SCHEDULER_EXTRA[@]}"
+
+wait_healthy kube-controller-manager "https://127.0.0.1:$CP_KCM_PORT/healthz" --cacert "$CP_PKI_DIR/ca.crt"
+wait_healthy kube-scheduler "https://127.0.0.1:$CP_SCHEDULER_PORT/healthz" --cacert "$CP_PKI_DIR/ca.crt"
+T_HEALTHY=$SECONDS
+
+# --- cluster contents -----------------------------------------------------------------------
+kubectl() { "$CP_BIN_DIR/kubectl" --kubeconfig="$KUBECONFIG" "$@"; }
+
+log "installing Gateway API $GATEWAY_API_VERSION CRDs from $CP_CRD_DIR"
+kubectl apply --server-side --field-manager=celld-test-controlplane -f "$CP_CRD_DIR" >"$CP_LOG_DIR/gateway-crds.log" 2>&1 \
+  || { cat "$CP_LOG_DIR/gateway-crds.log" >&2; die "kubectl apply of the Gateway API CRDs failed"; }
+kubectl wait --for=condition=Established --timeout=60s -f "$CP_CRD_DIR" >>"$CP_LOG_DIR/gateway-crds.log" 2>&1 \
+  || { cat "$CP_LOG_DIR/gateway-crds.log" >&2; die "Gateway API CRDs not Established within 60s"; }
+
+# The service-account controller creating default/default shows that the controller-manager
+# really runs its controllers (and pods in "default" can be admitted from now on).
+until kubectl -n default get serviceaccount default >/dev/null 2>&1; do
+  alive kube-controller-manager || fail_with_log kube-controller-manager "process exited"
+  ((SECONDS - T_BUILT < START_TIMEOUT)) || die "serviceaccount default/default not created within ${START_TIMEOUT}s"
+  sleep 0.5
+done
+
+STARTED_OK=1
+log "control plane $K8S_VERSION up: healthy in $((T_HEALTHY - T_BUILT))s, ready (CRDs, default SA) in $((SECONDS - T_BUILT))s (total incl. build check $((SECONDS - T0))s)"
+cat <<EOF
+
+  apiserver:  $CP_APISERVER_URL   (etcd $ETCD_URL)
+  kubeconfig: $KUBECONFIG   (admin, system:masters)
+  logs:       $CP_LOG_DIR/<component>.log
+  use it:     export KUBECONFIG=$KUBECONFIG
+              export PATH=$CP_BIN_DIR:\$PATH     # pinned kubectl
+          or: source $CP_DIR/env.sh
+  stop it:    $CP_DIR/stop.sh
+
+EOF
