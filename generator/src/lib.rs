@@ -7,3 +7,6 @@ pub mod api;
 pub mod diagnostic;
 pub mod load;
 pub mod validate;
+pub mod render;
+pub mod output;
+pub mod cli;

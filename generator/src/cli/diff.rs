@@ -1,0 +1,99 @@
+//! `celld-gen diff`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anstream::ColorChoice;
+use clap::{Args, ValueEnum};
+
+use super::{FAILED, OK, TROUBLE, load_and_render, plural, report};
+use crate::output::diff::{changes, summary, write_unified};
+
+const EXAMPLES: &str = "\
+Examples:
+  celld-gen diff fleets/ -o deploy/
+  celld-gen diff fleets/ -o deploy/ --color never > render.patch
+  celld-gen diff fleets/ -o deploy/ --name-only   # just the files
+
+Exit status: 0 when DIR is up to date, 1 when render would change it, 2 when the fleets
+are invalid or DIR cannot be read.";
+
+/// Show, as a unified diff, what `render PATH... -o DIR` would change in DIR: files it
+/// would add, remove or rewrite. Nothing is written. Colored on a terminal (NO_COLOR and
+/// CLICOLOR_FORCE are honoured). Exit 1 when there is a difference, so CI can require
+/// committed manifests to be up to date.
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct DiffArgs {
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The output directory to compare with.
+    #[arg(short = 'o', long = "output", value_name = "DIR", required = true)]
+    pub output: PathBuf,
+    /// When to color the diff.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    /// Print only `added|removed|changed <path>` lines.
+    #[arg(long)]
+    pub name_only: bool,
+}
+
+/// When to color output.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Color {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+pub fn run(args: DiffArgs) -> u8 {
+    match args.color {
+        Color::Auto => {}
+        Color::Always => ColorChoice::Always.write_global(),
+        Color::Never => ColorChoice::Never.write_global(),
+    }
+    let bundle = match load_and_render(&args.paths) {
+        Ok((_, b)) => b,
+        Err(d) => {
+            report(&d, "nothing to compare");
+            return TROUBLE;
+        }
+    };
+    let changes = match changes(&args.output, &bundle) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: reading {}: {e}",
+                args.output.display()
+            );
+            return TROUBLE;
+        }
+    };
+    let mut out = anstream::stdout().lock();
+    let written = if args.name_only {
+        out.write_all(summary(&changes).as_bytes())
+    } else {
+        write_unified(&changes, &mut out)
+    };
+    if let Err(e) = written.and_then(|_| out.flush()) {
+        let _ = writeln!(anstream::stderr(), "error: writing the diff: {e}");
+        return TROUBLE;
+    }
+    let dir = args.output.display();
+    if changes.is_empty() {
+        let _ = writeln!(anstream::stderr(), "{dir} is up to date");
+        OK
+    } else {
+        let _ = writeln!(
+            anstream::stderr(),
+            "render would change {} in {dir}",
+            plural(changes.len(), "file")
+        );
+        FAILED
+    }
+}

@@ -1,0 +1,212 @@
+//! `celld-gen init`.
+
+use std::io::Write;
+use std::path::Path;
+
+use clap::{Args, ValueEnum};
+use rand::Rng;
+
+use super::{FAILED, OK};
+use crate::api::labels;
+use crate::render::templates::ENV;
+
+const EXAMPLES: &str = "\
+Examples:
+  celld-gen init orders --namespace shop --profile Bucket --bucket shop-orders \\
+      --region us-east-1 --zones a,b,c \\
+      --image ghcr.io/ewhauser/celld@sha256:<64 hex> > fleets/orders.yaml
+  celld-gen init ledger --namespace ledger --profile PersistentFleet --bucket ledger-cells \\
+      --region eu-west-1 --zones eu-west-1a,eu-west-1b,eu-west-1c --storage-class gp3 \\
+      --size-gib 50 --service-account ledger \\
+      --image ghcr.io/ewhauser/celld@sha256:<64 hex> > fleets/ledger.yaml";
+
+/// Print a new fleet file with a fresh random identity (26 lowercase letters and digits,
+/// written once: it labels every object and disk of the fleet and must never change).
+/// Values without a sane default must be given: the bucket, its region, the zones and the
+/// digest-pinned runtime image, and the storage class for PersistentFleet. The file is
+/// validated before it is printed; edit it to add execution, lifecycle, env, telemetry,
+/// routing or capacity settings.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = EXAMPLES)]
+pub struct InitArgs {
+    /// Fleet name: a DNS label of at most 40 characters.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Namespace of the fleet.
+    #[arg(long, short = 'n')]
+    pub namespace: String,
+    /// `Bucket` (members keep nothing locally) or `PersistentFleet` (each member owns a
+    /// disk).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub profile: ProfileArg,
+    /// The bucket the fleet uses (reserved to this fleet for ever).
+    #[arg(long)]
+    pub bucket: String,
+    /// The bucket's region, e.g. `us-east-1`.
+    #[arg(long)]
+    pub region: String,
+    /// Zones, comma-separated: full names (`us-east-1a`) or just the letters (`a,b,c`),
+    /// which are appended to the region.
+    #[arg(long, value_delimiter = ',', required = true, num_args = 1..)]
+    pub zones: Vec<String>,
+    /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`.
+    #[arg(long)]
+    pub image: String,
+    /// StorageClass of member disks (required for PersistentFleet, refused for Bucket).
+    #[arg(long, required_if_eq("profile", "PersistentFleet"))]
+    pub storage_class: Option<String>,
+    /// Disk (PersistentFleet) or scratch (Bucket) size in GiB [default: 10].
+    #[arg(long)]
+    pub size_gib: Option<i32>,
+    /// Bucket only: `Deployment` or `Ordered` (a StatefulSet) [default: Deployment].
+    #[arg(long, value_enum, ignore_case = true)]
+    pub bucket_workload: Option<WorkloadArg>,
+    /// Number of members [default: 3, or the number of zones if larger].
+    #[arg(long)]
+    pub members: Option<i32>,
+    /// ServiceAccount the members run as (no token is mounted).
+    #[arg(long, default_value = "default")]
+    pub service_account: String,
+    /// Key prefix inside the bucket.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// `Strict` (one member per node, even zone spread required) or `Relaxed`
+    /// (preferred) [default: Strict].
+    #[arg(long, value_enum, ignore_case = true)]
+    pub placement: Option<PlacementArg>,
+}
+
+/// `--profile`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileArg {
+    /// Bucket.
+    #[value(name = "Bucket")]
+    Bucket,
+    /// PersistentFleet.
+    #[value(name = "PersistentFleet")]
+    PersistentFleet,
+}
+
+/// `--bucket-workload`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadArg {
+    /// Deployment.
+    #[value(name = "Deployment")]
+    Deployment,
+    /// Ordered.
+    #[value(name = "Ordered")]
+    Ordered,
+}
+
+/// `--placement`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementArg {
+    /// Strict.
+    #[value(name = "Strict")]
+    Strict,
+    /// Relaxed.
+    #[value(name = "Relaxed")]
+    Relaxed,
+}
+
+const IDENTITY_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+/// Length of a fleet identity.
+pub const IDENTITY_LEN: usize = 26;
+
+/// A fresh fleet identity: 26 characters of `[a-z0-9]` from the thread-local CSPRNG
+/// (about 134 bits).
+pub fn new_identity() -> String {
+    let mut rng = rand::rng();
+    (0..IDENTITY_LEN)
+        .map(|_| IDENTITY_ALPHABET[rng.random_range(0..IDENTITY_ALPHABET.len())] as char)
+        .collect()
+}
+
+/// The fleet file for `args` with the given identity (not validated).
+pub fn fleet_file(args: &InitArgs, identity: &str) -> Result<String, minijinja::Error> {
+    let zones: Vec<String> = args
+        .zones
+        .iter()
+        .map(|z| z.trim())
+        .filter(|z| !z.is_empty())
+        .map(|z| {
+            if z.len() == 1 && z.bytes().all(|b| b.is_ascii_lowercase()) {
+                format!("{}{z}", args.region)
+            } else {
+                z.to_owned()
+            }
+        })
+        .collect();
+    let members = args
+        .members
+        .unwrap_or_else(|| (zones.len() as i32).max(crate::api::defaults::MEMBERS));
+    let ctx = minijinja::context! {
+        fleet_api_version => labels::API_VERSION,
+        name => &args.name,
+        namespace => &args.namespace,
+        identity => identity,
+        profile => match args.profile {
+            ProfileArg::Bucket => "Bucket",
+            ProfileArg::PersistentFleet => "PersistentFleet",
+        },
+        bucket_workload => args.bucket_workload.map(|w| match w {
+            WorkloadArg::Deployment => "Deployment",
+            WorkloadArg::Ordered => "Ordered",
+        }),
+        image => &args.image,
+        members => members,
+        service_account => &args.service_account,
+        bucket => &args.bucket,
+        region => &args.region,
+        prefix => &args.prefix,
+        storage_class => &args.storage_class,
+        size_gib => args.size_gib,
+        zones => zones,
+        mode => args.placement.map(|p| match p {
+            PlacementArg::Strict => "Strict",
+            PlacementArg::Relaxed => "Relaxed",
+        }),
+    };
+    ENV.get_template("fleetfile.yaml.j2")?.render(ctx)
+}
+
+pub fn run(args: InitArgs) -> u8 {
+    let text = match fleet_file(&args, &new_identity()) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: {e:#}");
+            return FAILED;
+        }
+    };
+    let source = format!("<init {}>", args.name);
+    if let Err(diags) = crate::load::load_str(Path::new(&source), &text) {
+        let mut err = anstream::stderr().lock();
+        let _ = writeln!(
+            err,
+            "error: these options do not make a valid fleet; nothing was printed:"
+        );
+        for d in diags {
+            let field = if d.field.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", d.field)
+            };
+            let expected = if d.expected.is_empty() {
+                String::new()
+            } else {
+                format!(" (expected {})", d.expected)
+            };
+            let _ = writeln!(err, "  {field}{}{expected}", d.message);
+        }
+        return FAILED;
+    }
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        return FAILED;
+    }
+    OK
+}

@@ -1,0 +1,174 @@
+//! Writing a rendered bundle: the whole output tree at once, never half of it, and the
+//! difference between a bundle and what a directory holds.
+
+pub mod diff;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::render::{Bundle, HEADER, OutputFile};
+
+/// Why the tree could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The directory exists and holds something the generator did not write.
+    #[error(
+        "{0} exists and is not a celld-gen output directory (no kustomization.yaml starting with the celld-gen header); refusing to replace it. Render into an empty or new directory."
+    )]
+    NotOurs(PathBuf),
+    /// The directory is a symbolic link.
+    #[error("{0} is a symbolic link; render into the directory it points to instead")]
+    Symlink(PathBuf),
+    /// A file system operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// Where.
+        path: PathBuf,
+        /// What.
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
+    move |source| WriteError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Replaces `dir` by exactly the bundle's files. Everything is written into a fresh
+/// sibling directory first; then the old directory is renamed aside, the new one renamed
+/// into place and the old one removed. `dir` is therefore never half-written: a reader
+/// sees the old tree or the new one (or, for the instant between the two renames, none).
+/// If anything fails before the swap, `dir` is untouched.
+///
+/// `dir` may be missing, empty, or a directory this function wrote before (its
+/// top-level `kustomization.yaml` starts with [`HEADER`]); anything else is refused, so a
+/// mistyped `-o` can never wipe unrelated files.
+pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<(), WriteError> {
+    check_replaceable(dir)?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&parent).map_err(io_err(&parent))?;
+    let base = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{base}.celld-gen-new-"))
+        .tempdir_in(&parent)
+        .map_err(io_err(&parent))?;
+    write_files(staging.path(), &bundle.files)?;
+    set_dir_mode(staging.path())?;
+
+    let aside = tempfile::Builder::new()
+        .prefix(&format!(".{base}.celld-gen-old-"))
+        .tempdir_in(&parent)
+        .map_err(io_err(&parent))?;
+    let old = aside.path().join("old");
+    let had_old = dir.exists();
+    if had_old {
+        fs::rename(dir, &old).map_err(io_err(dir))?;
+    }
+    let staged = staging.keep();
+    if let Err(e) = fs::rename(&staged, dir) {
+        // Put the old tree back; the new one is cleaned up.
+        if had_old {
+            let _ = fs::rename(&old, dir);
+        }
+        let _ = fs::remove_dir_all(&staged);
+        return Err(io_err(dir)(e));
+    }
+    // `aside` (holding the old tree) is removed when dropped.
+    drop(aside);
+    Ok(())
+}
+
+fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
+    let meta = match fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(WriteError::Symlink(dir.to_path_buf()));
+    }
+    if !meta.is_dir() {
+        return Err(WriteError::NotOurs(dir.to_path_buf()));
+    }
+    if fs::read_dir(dir).map_err(io_err(dir))?.next().is_none() {
+        return Ok(());
+    }
+    if is_ours(dir) {
+        Ok(())
+    } else {
+        Err(WriteError::NotOurs(dir.to_path_buf()))
+    }
+}
+
+/// Whether `dir` holds a tree the generator wrote.
+pub fn is_ours(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("kustomization.yaml")).is_ok_and(|s| s.starts_with(HEADER))
+}
+
+fn write_files(root: &Path, files: &[OutputFile]) -> Result<(), WriteError> {
+    let mut made = std::collections::BTreeSet::new();
+    for f in files {
+        let path = root.join(&f.path);
+        if let Some(d) = path.parent()
+            && made.insert(d.to_path_buf())
+        {
+            fs::create_dir_all(d).map_err(io_err(d))?;
+            set_dir_mode(d)?;
+        }
+        fs::write(&path, &f.contents).map_err(io_err(&path))?;
+    }
+    Ok(())
+}
+
+/// Temporary directories are created private (0700); the output is an ordinary tree.
+fn set_dir_mode(dir: &Path) -> Result<(), WriteError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
+/// Every regular file under `dir`, as `/`-separated relative paths with their contents,
+/// sorted by path. A missing directory reads as empty.
+pub fn read_tree(dir: &Path) -> io::Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    walk(dir, String::new(), &mut out)?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn walk(dir: &Path, prefix: String, out: &mut Vec<(String, Vec<u8>)>) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+            walk(&entry.path(), rel, out)?;
+        } else {
+            out.push((rel, fs::read(entry.path())?));
+        }
+    }
+    Ok(())
+}
