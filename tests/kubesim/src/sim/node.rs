@@ -1,0 +1,173 @@
+//! Node registration, Lease renewal and Ready heartbeats; stopping and starting machines.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+
+use super::{Sim, SimNode, now};
+use crate::objects::{self, SIM_NODE_LABEL};
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
+}
+
+/// Creates (or adopts) every configured Node, writes its full status and first Lease, and
+/// prunes Nodes of an earlier kubesim with the same prefix that are no longer configured.
+pub(crate) async fn register_all(sim: &Arc<Sim>) -> Result<()> {
+    let api: Api<Node> = Api::all(sim.client.clone());
+    for node in sim.nodes.values() {
+        register(sim, &api, node).await?;
+        heartbeat(sim, node, true).await?;
+    }
+    if sim.cfg.prune_nodes {
+        let selector = format!("{SIM_NODE_LABEL}={}", sim.cfg.node_prefix);
+        let existing = api.list(&ListParams::default().labels(&selector)).await?;
+        for n in existing {
+            let name = n.name_any();
+            if !sim.nodes.contains_key(&name) {
+                tracing::info!(node = %name, "pruning node of an earlier kubesim configuration");
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => return Err(e).context("pruning node"),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn register(sim: &Sim, api: &Api<Node>, node: &SimNode) -> Result<()> {
+    let obj = objects::node_object(&node.spec);
+    let created: Node = match api.create(&PostParams::default(), &serde_json::from_value(obj.clone())?).await {
+        Ok(n) => {
+            tracing::info!(node = %node.spec.name, zone = %node.spec.zone, ip = %node.spec.ip, "node registered");
+            n
+        }
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+            // Adopt: make labels and provider ID match our configuration.
+            let n = api
+                .patch(&node.spec.name, &PatchParams::default(), &Patch::Merge(&obj))
+                .await
+                .context("updating existing node")?;
+            tracing::info!(node = %node.spec.name, "node re-registered (existed)");
+            n
+        }
+        Err(e) => return Err(e).context("creating node"),
+    };
+    *node.uid.lock().expect("uid lock") = created.metadata.uid.clone();
+    let status = objects::node_status(
+        &node.spec,
+        &node.boot_id.lock().expect("boot id").clone(),
+        now(),
+        *node.ready_since.lock().expect("ready since"),
+    );
+    api.patch_status(&node.spec.name, &PatchParams::default(), &Patch::Strategic(&status))
+        .await
+        .with_context(|| format!("writing status of node {}", node.spec.name))?;
+    let _ = sim;
+    Ok(())
+}
+
+/// One heartbeat: renew the Lease and post the Ready condition. With `full`, the whole
+/// node status is written (after registration or a restart). Runs under the node's gate so
+/// a stop never races a heartbeat.
+pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<()> {
+    let gate = node.gate.read().await;
+    if !*gate {
+        return Ok(());
+    }
+    let t = now();
+    let since = *node.ready_since.lock().expect("ready since");
+    let api: Api<Node> = Api::all(sim.client.clone());
+    let body = if full {
+        objects::node_status(&node.spec, &node.boot_id.lock().expect("boot id").clone(), t, since)
+    } else {
+        objects::node_heartbeat(t, since)
+    };
+    api.patch_status(&node.spec.name, &PatchParams::default(), &Patch::Strategic(&body))
+        .await
+        .with_context(|| format!("node {} status heartbeat", node.spec.name))?;
+
+    let leases: Api<Lease> = Api::namespaced(sim.client.clone(), "kube-node-lease");
+    let uid = node.uid.lock().expect("uid lock").clone();
+    let lease = objects::node_lease(&node.spec.name, uid.as_deref(), sim.cfg.lease_duration_seconds, t);
+    let renew = serde_json::json!({"spec": lease["spec"].clone()});
+    match leases
+        .patch(&node.spec.name, &PatchParams::default(), &Patch::Merge(&renew))
+        .await
+    {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => {
+            leases
+                .create(&PostParams::default(), &serde_json::from_value(lease)?)
+                .await
+                .with_context(|| format!("creating lease of node {}", node.spec.name))?;
+        }
+        Err(e) => return Err(e).with_context(|| format!("renewing lease of node {}", node.spec.name)),
+    }
+    drop(gate);
+    Ok(())
+}
+
+/// Renews every live node's Lease and Ready heartbeat every `lease_seconds`.
+pub(crate) async fn heartbeats(sim: Arc<Sim>) {
+    let period = Duration::from_secs(sim.cfg.lease_seconds.max(1));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failures: u64 = 0;
+    loop {
+        tick.tick().await;
+        let beats = sim.nodes.values().filter(|n| n.is_alive()).map(|n| {
+            let sim = sim.clone();
+            let n = n.clone();
+            async move { (n.spec.name.clone(), heartbeat(&sim, &n, false).await) }
+        });
+        for (name, r) in futures::future::join_all(beats).await {
+            if let Err(e) = r {
+                failures += 1;
+                tracing::warn!(node = %name, failures, error = %format!("{e:#}"), "heartbeat failed");
+            }
+        }
+    }
+}
+
+/// Stops a machine: no more heartbeats or Pod writes, every stub on it killed. Returns once
+/// that is in effect.
+pub(crate) async fn stop(sim: &Arc<Sim>, name: &str) -> Result<()> {
+    let node = sim.node(name).ok_or_else(|| anyhow!("no node {name}"))?.clone();
+    {
+        let mut gate = node.gate.write().await;
+        *gate = false;
+        node.alive.store(false, Ordering::SeqCst);
+    }
+    tracing::warn!(node = %name, "node stopped (fault injected)");
+    super::kubelet::kill_node(sim, name).await;
+    Ok(())
+}
+
+/// Starts a stopped machine: new boot, heartbeats resume (first one written before this
+/// returns), its Pods are reconciled by their workers.
+pub(crate) async fn start(sim: &Arc<Sim>, name: &str) -> Result<()> {
+    let node = sim.node(name).ok_or_else(|| anyhow!("no node {name}"))?.clone();
+    {
+        let mut gate = node.gate.write().await;
+        if !*gate {
+            *node.ready_since.lock().expect("ready since") = now();
+            *node.boot_id.lock().expect("boot id") = format!("{:032x}", rand::random::<u128>());
+        }
+        *gate = true;
+        node.alive.store(true, Ordering::SeqCst);
+    }
+    heartbeat(sim, &node, true).await?;
+    tracing::warn!(node = %name, "node started again");
+    let n = name.to_string();
+    sim.nudge_where(|w| w.node == n);
+    Ok(())
+}
