@@ -12,9 +12,9 @@ use sha2::{Digest, Sha256};
     kind = "CelldBucketReservation",
     shortname = "cbr",
     category = "celld",
-    printcolumn(name = "Bucket", type_ = "string", json_path = ".spec.bucket"),
-    printcolumn(name = "Prefix", type_ = "string", json_path = ".spec.prefix"),
-    printcolumn(name = "Fleet", type_ = "string", json_path = ".spec.fleetName"),
+    printcolumn = r#"{"name":"Bucket","type":"string","jsonPath":".spec.bucket"}"#,
+    printcolumn = r#"{"name":"Prefix","type":"string","jsonPath":".spec.prefix"}"#,
+    printcolumn = r#"{"name":"Fleet","type":"string","jsonPath":".spec.fleetName"}"#,
     printcolumn(
         name = "Age",
         type_ = "date",
