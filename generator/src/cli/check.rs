@@ -15,9 +15,6 @@ Examples:
   celld-gen check fleets/                 # every fleet file below fleets/
   celld-gen check fleets/ --format json   # for tools: {\"valid\": ..., \"diagnostics\": [...]}";
 
-/// Validate fleet files: print every problem (file:line:column: field: what is wrong
-/// (expected what would be valid)), not only the first. Fleets are also rendered in
-/// memory, so a fleet that passes `check` renders. Exit 0 when all are valid, 1 otherwise.
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct CheckArgs {

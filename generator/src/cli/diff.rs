@@ -18,10 +18,6 @@ Examples:
 Exit status: 0 when DIR is up to date, 1 when render would change it, 2 when the fleets
 are invalid or DIR cannot be read.";
 
-/// Show, as a unified diff, what `render PATH... -o DIR` would change in DIR: files it
-/// would add, remove or rewrite. Nothing is written. Colored on a terminal (NO_COLOR and
-/// CLICOLOR_FORCE are honoured). Exit 1 when there is a difference, so CI can require
-/// committed manifests to be up to date.
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct DiffArgs {

@@ -20,12 +20,6 @@ Examples:
       --size-gib 50 --service-account ledger \\
       --image ghcr.io/ewhauser/celld@sha256:<64 hex> > fleets/ledger.yaml";
 
-/// Print a new fleet file with a fresh random identity (26 lowercase letters and digits,
-/// written once: it labels every object and disk of the fleet and must never change).
-/// Values without a sane default must be given: the bucket, its region, the zones and the
-/// digest-pinned runtime image, and the storage class for PersistentFleet. The file is
-/// validated before it is printed; edit it to add execution, lifecycle, env, telemetry,
-/// routing or capacity settings.
 #[derive(Args, Debug, Clone)]
 #[command(after_help = EXAMPLES)]
 pub struct InitArgs {
@@ -79,10 +73,10 @@ pub struct InitArgs {
 /// `--profile`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProfileArg {
-    /// Bucket.
+    /// Members keep nothing locally: every write waits for the bucket.
     #[value(name = "Bucket")]
     Bucket,
-    /// PersistentFleet.
+    /// Each member owns a disk: writes are acknowledged by the fleet.
     #[value(name = "PersistentFleet")]
     PersistentFleet,
 }
@@ -90,10 +84,10 @@ pub enum ProfileArg {
 /// `--bucket-workload`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkloadArg {
-    /// Deployment.
+    /// A Deployment.
     #[value(name = "Deployment")]
     Deployment,
-    /// Ordered.
+    /// A StatefulSet: stable member names, one change at a time.
     #[value(name = "Ordered")]
     Ordered,
 }
@@ -101,10 +95,10 @@ pub enum WorkloadArg {
 /// `--placement`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlacementArg {
-    /// Strict.
+    /// One member per node and an even zone spread, required.
     #[value(name = "Strict")]
     Strict,
-    /// Relaxed.
+    /// The same, preferred.
     #[value(name = "Relaxed")]
     Relaxed,
 }

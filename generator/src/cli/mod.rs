@@ -65,14 +65,42 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Print a new, valid fleet file with a fresh identity.
+    ///
+    /// The identity (26 lowercase letters and digits) is written once: it labels every
+    /// object and disk of the fleet and must never change. Values without a sane default
+    /// must be given: the bucket, its region, the zones, the digest-pinned runtime image,
+    /// and the storage class for PersistentFleet. The file is validated before it is
+    /// printed; edit it to add execution, lifecycle, env, telemetry, routing or capacity
+    /// settings.
     Init(init::InitArgs),
     /// Validate fleet files and print every problem found.
+    ///
+    /// Every problem is reported, not only the first, as
+    /// `file:line:column: field: what is wrong (expected what would be valid)`. Fleets are
+    /// also rendered in memory and checked against each other, so fleets that pass `check`
+    /// render. Exit 0 when all are valid, 1 otherwise.
     Check(check::CheckArgs),
     /// Render fleet files into a directory of manifests (or one stream).
+    ///
+    /// One folder per fleet (`<namespace>/<name>/`), one object per file, sorted
+    /// kustomization.yaml files. Everything is rendered and checked in memory first: if any
+    /// fleet is invalid, or two fleets share a name, an identity or a bucket and prefix,
+    /// nothing is written and the exit code is 1. Otherwise DIR is replaced as a whole
+    /// (written aside, then swapped in), so it is never half-written. DIR must be missing,
+    /// empty, or an earlier render output.
     Render(render::RenderArgs),
     /// Show what `render` would change in an output directory.
+    ///
+    /// A unified diff of the files render would add, remove or rewrite in DIR; nothing is
+    /// written. Colored on a terminal (NO_COLOR and CLICOLOR_FORCE are honoured). Exit 1
+    /// when there is a difference, so CI can require committed manifests to be up to date.
     Diff(diff::DiffArgs),
     /// Print the JSON Schema of the fleet file (for editors).
+    ///
+    /// Draft-07 JSON Schema of a fleet file (apiVersion, kind, metadata and the CelldFleet
+    /// spec), generated from the Rust types the generator reads, for yaml-language-server
+    /// and other editors. Cross-field rules are checked by `celld-gen check`, not by the
+    /// schema.
     Schema(schema::SchemaArgs),
     // `install -o DIR` (the healer's install bundle: CRDs, RBAC, Deployment, Argo CD and
     // Flux snippets) belongs here. It comes with its own issue; it is deliberately absent

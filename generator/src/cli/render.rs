@@ -23,12 +23,6 @@ Output layout (-o DIR):
       deployment.yaml | statefulset.yaml,
       networkpolicy-routing.yaml and httproute.yaml | ingress.yaml (with routing)";
 
-/// Render fleet files into Kubernetes manifests: one folder per fleet
-/// (`<namespace>/<name>/`), one object per file, sorted kustomization.yaml files.
-/// Everything is rendered and checked in memory first; if any fleet is invalid, or two
-/// fleets share a name, identity or bucket and prefix, nothing is written and the exit
-/// code is 1. Otherwise DIR is replaced as a whole (written aside, then swapped in), so
-/// it is never half-written. DIR must be missing, empty, or an earlier render output.
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct RenderArgs {

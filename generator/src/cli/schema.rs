@@ -16,10 +16,6 @@ Examples:
   # then, at the top of a fleet file, for editors using yaml-language-server:
   # yaml-language-server: $schema=./celldfleet.schema.json";
 
-/// Print the JSON Schema (draft-07) of a fleet file: apiVersion, kind, metadata (name,
-/// namespace, labels, annotations) and the CelldFleet spec, generated from the same Rust
-/// types the generator reads, so editors can complete and check fleet files. The
-/// generator's own validation goes further (cross-field rules); run `celld-gen check`.
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct SchemaArgs {}

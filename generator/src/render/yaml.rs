@@ -196,17 +196,19 @@ mod tests {
             "b": [1, {"x": "y", "a": true}, [], {}, ["n"]],
             "a": {"c": null, "d": {}},
         });
-        let expected = "\
-  a:
-    c: null
-    d: {}
-  b:
-  - 1
-  - a: true
-    x: \"y\"
-  - []
-  - {}
-  - - \"n\"";
+        let expected = [
+            "  a:",
+            "    c: null",
+            "    d: {}",
+            "  b:",
+            "  - 1",
+            "  - a: true",
+            "    x: \"y\"",
+            "  - []",
+            "  - {}",
+            "  - - \"n\"",
+        ]
+        .join("\n");
         assert_eq!(block(&v, 2), expected);
         let back: Value = serde_saphyr::from_str(&format!("root:\n{expected}\n")).unwrap();
         assert_eq!(back["root"], v);

@@ -1,0 +1,407 @@
+//! The `celld-gen` binary end to end: exit codes, all-or-nothing writes, diff, init.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use celld_gen::cli::{InitArgs, ProfileArg, fleet_file, new_identity};
+use celld_gen::load::load_str;
+
+const IMAGE: &str = "ghcr.io/ewhauser/celld@sha256:1c0d854cd2af39fa439f163d5b88a19c7bccefd25fe35e2c0e1f43b3d886f424";
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_celld-gen"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).env("NO_COLOR", "1").output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name)
+}
+
+fn init_args(profile: ProfileArg) -> InitArgs {
+    InitArgs {
+        name: "alpha".into(),
+        namespace: "apps".into(),
+        profile,
+        bucket: "alpha-cells".into(),
+        region: "us-east-1".into(),
+        zones: vec!["a".into(), "b".into(), "us-east-1c".into()],
+        image: IMAGE.into(),
+        storage_class: (profile == ProfileArg::PersistentFleet).then(|| "gp3".into()),
+        size_gib: None,
+        bucket_workload: None,
+        members: None,
+        service_account: "default".into(),
+        prefix: None,
+        placement: None,
+    }
+}
+
+#[test]
+fn init_output_is_a_valid_fleet_for_both_profiles() {
+    for profile in [ProfileArg::Bucket, ProfileArg::PersistentFleet] {
+        let id = new_identity();
+        let text = fleet_file(&init_args(profile), &id).unwrap();
+        let fleet =
+            load_str(Path::new("init.yaml"), &text).unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        assert_eq!(fleet.spec.identity, id);
+        assert_eq!(
+            fleet.spec.placement.zones,
+            ["us-east-1a", "us-east-1b", "us-east-1c"]
+        );
+        assert_eq!(fleet.spec.members, Some(3));
+    }
+}
+
+#[test]
+fn identities_are_fresh_and_well_formed() {
+    let a = new_identity();
+    let b = new_identity();
+    assert_ne!(a, b);
+    for id in [a, b] {
+        assert_eq!(id.len(), 26);
+        assert!(
+            id.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        );
+    }
+}
+
+#[test]
+fn init_binary_prints_a_fleet_that_checks() {
+    let out = run(&[
+        "init",
+        "beta",
+        "--namespace",
+        "apps",
+        "--profile",
+        "PersistentFleet",
+        "--bucket",
+        "beta-cells",
+        "--region",
+        "eu-west-1",
+        "--zones",
+        "a,b,c",
+        "--storage-class",
+        "gp3",
+        "--image",
+        IMAGE,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("beta.yaml");
+    fs::write(&file, &out.stdout).unwrap();
+    let check = run(&["check", file.to_str().unwrap()]);
+    assert!(
+        check.status.success(),
+        "{}{}",
+        text(&check.stdout),
+        text(&check.stderr)
+    );
+}
+
+#[test]
+fn init_refuses_missing_required_values() {
+    // No image: there is no default runtime image.
+    let out = run(&[
+        "init",
+        "beta",
+        "--namespace",
+        "apps",
+        "--profile",
+        "Bucket",
+        "--bucket",
+        "b-cells",
+        "--region",
+        "eu-west-1",
+        "--zones",
+        "a",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--image"),
+        "{}",
+        text(&out.stderr)
+    );
+    // PersistentFleet without a storage class.
+    let out = run(&[
+        "init",
+        "beta",
+        "--namespace",
+        "apps",
+        "--profile",
+        "PersistentFleet",
+        "--bucket",
+        "b-cells",
+        "--region",
+        "eu-west-1",
+        "--zones",
+        "a",
+        "--image",
+        IMAGE,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--storage-class"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn render_writes_a_tree_and_diff_reports_it_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let outdir = dir.path().join("deploy");
+    let ex = example("persistent.yaml");
+    let out = run(&[
+        "render",
+        ex.to_str().unwrap(),
+        "-o",
+        outdir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("rendered 1 fleet, 7 objects"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(outdir.join("ledger/persistent/statefulset.yaml").is_file());
+    assert!(outdir.join("kustomization.yaml").is_file());
+
+    let diff = run(&["diff", ex.to_str().unwrap(), "-o", outdir.to_str().unwrap()]);
+    assert_eq!(diff.status.code(), Some(0), "{}", text(&diff.stderr));
+    assert!(diff.stdout.is_empty());
+
+    // A hand edit and a stray file are both reported, and diff exits 1.
+    let sts = outdir.join("ledger/persistent/statefulset.yaml");
+    let edited = fs::read_to_string(&sts)
+        .unwrap()
+        .replace("partition: 0", "partition: 2");
+    fs::write(&sts, edited).unwrap();
+    fs::write(outdir.join("ledger/stray.yaml"), "x: 1\n").unwrap();
+    let diff = run(&["diff", ex.to_str().unwrap(), "-o", outdir.to_str().unwrap()]);
+    assert_eq!(diff.status.code(), Some(1));
+    let d = text(&diff.stdout);
+    assert!(
+        d.contains("--- a/ledger/persistent/statefulset.yaml"),
+        "{d}"
+    );
+    assert!(
+        d.contains("-      partition: 2") && d.contains("+      partition: 0"),
+        "{d}"
+    );
+    assert!(d.contains("--- a/ledger/stray.yaml\n+++ /dev/null"), "{d}");
+    assert!(
+        !d.contains('\u{1b}'),
+        "no colors when not on a terminal: {d}"
+    );
+
+    // Rendering again restores exactly the rendered tree.
+    let out = run(&[
+        "render",
+        ex.to_str().unwrap(),
+        "-o",
+        outdir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(!outdir.join("ledger/stray.yaml").exists());
+    let diff = run(&["diff", ex.to_str().unwrap(), "-o", outdir.to_str().unwrap()]);
+    assert_eq!(diff.status.code(), Some(0));
+}
+
+#[test]
+fn a_failing_fleet_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let outdir = dir.path().join("deploy");
+    let good = example("persistent.yaml");
+    let out = run(&[
+        "render",
+        good.to_str().unwrap(),
+        "-o",
+        outdir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let before = celld_gen::output::read_tree(&outdir).unwrap();
+
+    let bad = dir.path().join("bad.yaml");
+    let text_bad = fs::read_to_string(example("bucket-deployment.yaml"))
+        .unwrap()
+        .replace("  members: 3\n", "  members: 3\n  replicas: 3\n");
+    fs::write(&bad, text_bad).unwrap();
+    let out = run(&[
+        "render",
+        good.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        "-o",
+        outdir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bad.yaml") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(celld_gen::output::read_tree(&outdir).unwrap(), before);
+    // No temporary directories are left behind.
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("celld-gen"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn render_refuses_to_replace_a_directory_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("precious.txt"), "keep me").unwrap();
+    let ex = example("persistent.yaml");
+    let out = run(&[
+        "render",
+        ex.to_str().unwrap(),
+        "-o",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not a celld-gen output directory"));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("precious.txt")).unwrap(),
+        "keep me"
+    );
+}
+
+#[test]
+fn two_fleets_with_one_identity_or_bucket_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = fs::read_to_string(example("persistent.yaml")).unwrap();
+    // Same identity, different name and bucket.
+    let twin = original
+        .replace("name: persistent", "name: persistent-twin")
+        .replace("bucket: ledger-cells", "bucket: ledger-twin-cells");
+    // Same bucket, different name and identity.
+    let sharer = original
+        .replace("name: persistent", "name: persistent-sharer")
+        .replace("ylwg20pyt4vrb3ipxmqm77b6in", "0000000000000000000000abcd");
+    let a = dir.path().join("a.yaml");
+    let b = dir.path().join("b.yaml");
+    let c = dir.path().join("c.yaml");
+    fs::write(&a, &original).unwrap();
+    fs::write(&b, &twin).unwrap();
+    fs::write(&c, &sharer).unwrap();
+    let outdir = dir.path().join("deploy");
+    let out = run(&[
+        "render",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+        "-o",
+        outdir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    // Both conflicts are reported (against whichever file came first).
+    assert!(err.contains("identity"), "{err}");
+    assert!(err.contains("bucket"), "{err}");
+    assert!(!outdir.exists());
+}
+
+#[test]
+fn stdout_stream_has_every_object() {
+    let ex = example("routing-gateway.yaml");
+    let out = run(&["render", ex.to_str().unwrap(), "--stdout"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert_eq!(s.matches("---\n").count(), 9);
+    assert!(s.contains("kind: HTTPRoute"));
+    assert!(!s.contains("Kustomization"));
+}
+
+#[test]
+fn check_reports_json_for_tools() {
+    let ok = run(&[
+        "check",
+        example("persistent.yaml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(ok.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["fleets"], 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    fs::write(
+        &bad,
+        fs::read_to_string(example("persistent.yaml"))
+            .unwrap()
+            .replace("  members: 3\n", "  members: 3\n  colour: blue\n"),
+    )
+    .unwrap();
+    let out = run(&["check", bad.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    let d = &v["diagnostics"][0];
+    assert!(d["file"].as_str().unwrap().ends_with("bad.yaml"));
+    assert!(d["line"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["message"].as_str().unwrap().contains("colour"), "{d}");
+
+    let out = run(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("bad.yaml:"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn schema_describes_the_fleet_file() {
+    let out = run(&["schema"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["properties"]["kind"]["const"], "CelldFleet");
+    assert!(
+        v["properties"]["spec"]["properties"]["identity"].is_object(),
+        "{v}"
+    );
+    assert!(v["properties"]["spec"]["properties"]["storage"].is_object());
+}
+
+#[test]
+fn crds_are_printed_for_ci() {
+    let out = run(&["crds"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["spec"]["names"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["CelldFleet", "CelldBucketReservation"]);
+}
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    for cmd in ["init", "check", "render", "diff", "schema"] {
+        let out = run(&[cmd, "--help"]);
+        assert!(out.status.success(), "{cmd}");
+        let h = text(&out.stdout);
+        assert!(h.contains("Examples:"), "{cmd} --help has no example:\n{h}");
+    }
+    let top = text(&run(&["--help"]).stdout);
+    assert!(top.contains("Examples:") && !top.contains("crds"), "{top}");
+}
