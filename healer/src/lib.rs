@@ -1,1 +1,27 @@
 //! The healer: observe -> decide (pure) -> act.
+//!
+//! - [`observe`] turns the Kubernetes objects of one fleet into a [`Snapshot`], refusing
+//!   any object it cannot read in full;
+//! - [`decide()`] is a pure function from a snapshot, the time and the [`Config`] to a
+//!   [`Plan`]: at most one [`Action`], the full status, the next wake-up;
+//! - the runtime (another crate module, not here) executes the action with the
+//!   preconditions it carries, patches the status, and sleeps until the next watch
+//!   event or `wake_at`.
+//!
+//! The `sim` module (tests, or the `sim` feature) is a seeded model cluster that drives
+//! `decide` through faults and checks safety invariants after every step.
+
+pub mod config;
+pub mod decide;
+pub mod observe;
+pub mod plan;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
+pub mod snapshot;
+pub mod time;
+
+pub use config::Config;
+pub use decide::decide;
+pub use plan::{Action, Plan};
+pub use snapshot::Snapshot;
+pub use time::{Span, Timestamp};

@@ -1,0 +1,65 @@
+//! The healer's delays. Defaults follow the anchor operator; every one can be overridden
+//! (the runtime maps them to command-line flags).
+
+use crate::time::Span;
+
+/// Delays and margins `decide` applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// How long a single member may be down before it gets a fresh disk (default 10 min,
+    /// at least 1 min: [`Config::validate`]).
+    pub replacement_delay: Span,
+    /// How long past its deletionTimestamp a member Pod may linger before it is
+    /// force-deleted (default 2 min). Kubernetes already adds the termination grace to
+    /// the deletionTimestamp, so this is the margin after grace ended.
+    pub force_delete_margin: Span,
+    /// How long every other member must have been ready before a down member is replaced
+    /// (the absorb window, default 5 min).
+    pub absorb_window: Span,
+    /// A claim created less than this before its Pod was made for that Pod: a fresh disk
+    /// already, so replacing it again would not help (default 1 min).
+    pub fresh_disk_age: Span,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            replacement_delay: Span::mins(10),
+            force_delete_margin: Span::mins(2),
+            absorb_window: Span::mins(5),
+            fresh_disk_age: Span::mins(1),
+        }
+    }
+}
+
+/// A delay outside what the healer accepts.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The replacement delay is below one minute.
+    #[error("the member replacement delay must be at least 1 minute, got {0} ms")]
+    ReplacementDelayTooShort(i64),
+    /// A negative span.
+    #[error("{0} must not be negative")]
+    Negative(&'static str),
+}
+
+impl Config {
+    /// Checks the values a user may set.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.replacement_delay < Span::mins(1) {
+            return Err(ConfigError::ReplacementDelayTooShort(
+                self.replacement_delay.millis(),
+            ));
+        }
+        for (name, span) in [
+            ("the force-delete margin", self.force_delete_margin),
+            ("the absorb window", self.absorb_window),
+            ("the fresh-disk age", self.fresh_disk_age),
+        ] {
+            if span.millis() < 0 {
+                return Err(ConfigError::Negative(name));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! Rules H1-H5: resolving a disk handoff found on a Pod. They run before every gate, so a
+//! restarted healer settles what a previous one left from the cluster alone:
+//!
+//! - H1 (interrupted prepare): a record without `committed` means the guarded Pod delete
+//!   was never acknowledged to the healer that prepared it (crash, lost response, or
+//!   someone else deleted the Pod): abort and keep the disk.
+//! - H2 (lifecycle changed): the fleet paused or deleting, the StatefulSet gone, deleting
+//!   or replaced, the Pod's owner or identity changed: abort without deleting anything.
+//! - H3 (finish): a committed record on a terminating, held Pod whose claim still has the
+//!   recorded uid and resourceVersion: delete the claim with both as preconditions.
+//! - H4 (release): the claim is deleting or gone: remove the hold.
+//! - H5 (malformed or stray): a record that cannot be read, names another fleet, is
+//!   committed on a live Pod, or markers without a record: abort.
+//!
+//! A status edit, a missing Pod or a missing object never leads to a claim deletion here:
+//! only a committed record on a held, terminating Pod does.
+
+use celld_gen::api::labels::CLAIM_TEMPLATE;
+
+use super::{Ctx, Outcome};
+use crate::plan::{Action, ClaimDeletion};
+use crate::snapshot::{Pod, RecordState, WorkloadKind};
+
+/// Resolves the first Pod (by name) carrying any of the healer's handoff markers.
+pub(crate) fn resolve(cx: &mut Ctx) -> Option<Outcome> {
+    let identity = cx.fleet.identity.as_str();
+    let pod =
+        cx.s.pods
+            .iter()
+            .filter(|p| {
+                p.replacement_index.as_deref() == Some(identity)
+                    || ((p.replacement_finalizer || p.record.is_some())
+                        && p.identity.as_deref() == Some(identity))
+            })
+            .min_by(|a, b| a.name.cmp(&b.name))?;
+    Some(resolve_one(cx, pod))
+}
+
+fn abort(rule: &'static str, p: &Pod, why: String) -> Outcome {
+    Outcome::act(
+        rule,
+        Action::AbortHandoff {
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            resource_version: p.resource_version.clone(),
+            why: why.clone(),
+        },
+        format!(
+            "Abandoning the disk replacement of {} and keeping its disk: {why}",
+            p.name
+        ),
+    )
+}
+
+fn release(p: &Pod, why: &str) -> Outcome {
+    Outcome::act(
+        "H4",
+        Action::ReleaseHandoff {
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            resource_version: p.resource_version.clone(),
+        },
+        format!("Finishing the disk replacement of {}: {why}", p.name),
+    )
+}
+
+fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
+    let f = cx.fleet;
+    // Rule H5 (malformed or stray markers).
+    let rec = match &p.record {
+        Some(RecordState::Valid(r)) => r,
+        Some(RecordState::Malformed(e)) => {
+            return abort(
+                "H5",
+                p,
+                format!("its replacement record is unreadable ({e})"),
+            );
+        }
+        None => {
+            return abort(
+                "H5",
+                p,
+                "it carries replacement markers without a record".into(),
+            );
+        }
+    };
+    if rec.identity != f.identity || p.identity.as_deref() != Some(f.identity.as_str()) {
+        return abort(
+            "H5",
+            p,
+            "the record or the Pod belongs to another fleet".into(),
+        );
+    }
+    if !p.replacement_finalizer {
+        return abort("H5", p, "the record holds no finalizer".into());
+    }
+    // Rule H2 (lifecycle changed).
+    if f.deleting {
+        return abort("H2", p, "the fleet is being deleted".into());
+    }
+    if f.paused {
+        return abort("H2", p, "the fleet is paused".into());
+    }
+    let owner_ok = match (cx.workload, &p.controller) {
+        (Some(w), Some(c)) => {
+            cx.workload_is_ours(w)
+                && !w.deleting
+                && w.kind == WorkloadKind::StatefulSet
+                && c.kind == "StatefulSet"
+                && c.name == f.name
+                && c.uid == w.uid
+        }
+        _ => false,
+    };
+    if !owner_ok {
+        return abort(
+            "H2",
+            p,
+            "its StatefulSet is gone, deleting, not this fleet's, or no longer controls it".into(),
+        );
+    }
+    // Rule H1 (interrupted prepare).
+    if !rec.committed {
+        return abort(
+            "H1",
+            p,
+            "it was interrupted before its guarded Pod delete was acknowledged".into(),
+        );
+    }
+    if !p.terminating() {
+        return abort(
+            "H5",
+            p,
+            "a committed record on a Pod that is not deleting is invalid".into(),
+        );
+    }
+    // Rules H3/H4: the claim recorded at commit time.
+    let claim_name = format!("{CLAIM_TEMPLATE}-{}", p.name);
+    let claim = cx.s.claims.iter().find(|c| c.name == claim_name);
+    match claim {
+        None => release(p, "its old claim is gone"),
+        Some(c) if c.uid != rec.claim_uid => abort(
+            "H4",
+            p,
+            format!("claim {claim_name} was recreated since the decision; the new one is kept"),
+        ),
+        Some(c) if !cx.claim_is_ours(c) => abort(
+            "H4",
+            p,
+            format!("claim {claim_name} no longer carries this fleet's identity"),
+        ),
+        Some(c) if c.terminating() => release(p, "its old claim is being deleted"),
+        Some(c) if c.resource_version != rec.claim_resource_version => abort(
+            "H4",
+            p,
+            format!("claim {claim_name} changed since the decision (it may have been repaired)"),
+        ),
+        // Rule H3 (finish): delete the old disk, exactly as recorded.
+        Some(c) => Outcome::act(
+            "H3",
+            Action::DeleteClaim {
+                name: c.name.clone(),
+                uid: c.uid.clone(),
+                resource_version: c.resource_version.clone(),
+                purpose: ClaimDeletion::Handoff {
+                    pod: p.name.clone(),
+                },
+            },
+            format!(
+                "Replacing member {}: deleting its old disk {}",
+                p.name, c.name
+            ),
+        ),
+    }
+}

@@ -1,0 +1,371 @@
+//! `decide`: the healer's whole judgement, as one pure function.
+//!
+//! The rules run in a fixed order and the first one that wants to write wins, so a plan
+//! never holds more than one action. Every rule is named in a comment (`Rule X1 (...)`),
+//! and [`Plan::rule`] names the rule behind the plan, so tests and logs can refer to it.
+//!
+//! | order | rules | duty |
+//! | --- | --- | --- |
+//! | 1 | H1-H5 | finish or abort a disk handoff already on a Pod (before any gate) |
+//! | 2 | D1-D7 | fleet finalizer, and deletion in order |
+//! | 3 | P1, I1, W1-W3 | pause, infrastructure drift, the workload's presence and ownership |
+//! | 4 | F1 | force-delete a member Pod stranded past its grace |
+//! | 5 | K1-K5, G1-G5, C1-C3 | capacity target, growth in runs, contraction one by one |
+//! | 6 | R1-R7 | disks: terminating claim, lost claim, one member down too long, the cases left alone, zone safety, unschedulable or crash-looping members |
+//! | 7 | S1-S4 | the status reported when nothing is written |
+
+mod capacity;
+mod contraction;
+mod deletion;
+mod disk;
+mod force_delete;
+mod growth;
+mod handoff;
+mod status;
+#[cfg(test)]
+mod tests;
+
+use celld_gen::api::Profile;
+use celld_gen::api::labels::{claim_ordinal, member_ordinal};
+
+use crate::config::Config;
+use crate::plan::{Action, Event, Plan};
+use crate::snapshot::{Claim, Fleet, Pod, Snapshot, Workload, WorkloadKind};
+use crate::time::Timestamp;
+
+pub use status::Reason;
+
+/// Decides the one next write for a fleet, the status to report and when to look again.
+/// Pure: no I/O, and `now` is the only notion of time.
+pub fn decide(snapshot: &Snapshot, now: Timestamp, config: &Config) -> Plan {
+    let mut cx = Ctx::new(snapshot, now, config);
+    let outcome = run(&mut cx);
+    status::build(&cx, outcome)
+}
+
+/// What the rules concluded.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub action: Option<Action>,
+    pub rule: &'static str,
+    pub reason: Reason,
+    pub message: String,
+    pub event: Option<Event>,
+}
+
+impl Outcome {
+    fn act(rule: &'static str, action: Action, message: String) -> Outcome {
+        Outcome {
+            action: Some(action),
+            rule,
+            reason: Reason::LifecycleProgress,
+            message,
+            event: None,
+        }
+    }
+
+    fn report(rule: &'static str, reason: Reason, message: String) -> Outcome {
+        Outcome {
+            action: None,
+            rule,
+            reason,
+            message,
+            event: None,
+        }
+    }
+
+    fn with_event(mut self, type_: &'static str, reason: &'static str, message: String) -> Self {
+        self.event = Some(Event {
+            type_,
+            reason,
+            message,
+        });
+        self
+    }
+}
+
+/// Per-member facts gathered for the status while the rules run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemberNote {
+    pub replace_at: Option<Timestamp>,
+    pub message: Option<String>,
+}
+
+/// The snapshot, indexed once, and what the rules learn on the way.
+pub(crate) struct Ctx<'a> {
+    pub s: &'a Snapshot,
+    pub fleet: &'a Fleet,
+    pub now: Timestamp,
+    pub cfg: &'a Config,
+    /// The workload, whatever its ownership.
+    pub workload: Option<&'a Workload>,
+    /// Member Pods (our identity, controlled by the workload), by ordinal for a
+    /// StatefulSet. Deployment members are only in `member_list`.
+    pub members: Vec<Option<&'a Pod>>,
+    /// Every member Pod, sorted by name.
+    pub member_list: Vec<&'a Pod>,
+    /// Claims at member names by ordinal, whatever their identity.
+    pub claims: Vec<Option<&'a Claim>>,
+    /// Earliest time a rule must be re-evaluated.
+    pub wake: Option<Timestamp>,
+    /// Per-ordinal notes for the status.
+    pub notes: Vec<MemberNote>,
+    /// The capacity target, once computed.
+    pub target: Option<capacity::Target>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(s: &'a Snapshot, now: Timestamp, cfg: &'a Config) -> Ctx<'a> {
+        let fleet = &s.fleet;
+        let workload = s.workload.as_ref().filter(|w| w.name == fleet.name);
+        let mut members: Vec<Option<&Pod>> = Vec::new();
+        let mut member_list = Vec::new();
+        for p in &s.pods {
+            let controlled = match (workload, &p.controller) {
+                (Some(w), Some(c)) => {
+                    c.uid == w.uid
+                        && match w.kind {
+                            WorkloadKind::StatefulSet => c.kind == "StatefulSet",
+                            // A Deployment's Pods are controlled by its ReplicaSets; the
+                            // runtime resolves them to the Deployment's uid.
+                            WorkloadKind::Deployment => true,
+                        }
+                }
+                _ => false,
+            };
+            if !controlled || p.identity.as_deref() != Some(fleet.identity.as_str()) {
+                continue;
+            }
+            member_list.push(p);
+            if workload.is_some_and(|w| w.kind == WorkloadKind::StatefulSet)
+                && let Some(o) = member_ordinal(&fleet.name, &p.name)
+            {
+                let o = o as usize;
+                if members.len() <= o {
+                    members.resize(o + 1, None);
+                }
+                members[o] = Some(p);
+            }
+        }
+        member_list.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut claims: Vec<Option<&Claim>> = Vec::new();
+        for c in &s.claims {
+            if let Some(o) = claim_ordinal(&fleet.name, &c.name) {
+                let o = o as usize;
+                if claims.len() <= o {
+                    claims.resize(o + 1, None);
+                }
+                claims[o] = Some(c);
+            }
+        }
+        Ctx {
+            s,
+            fleet,
+            now,
+            cfg,
+            workload,
+            members,
+            member_list,
+            claims,
+            wake: None,
+            notes: Vec::new(),
+            target: None,
+        }
+    }
+
+    /// Asks to be woken at `t` (the earliest request wins).
+    pub fn wake_at(&mut self, t: Timestamp) {
+        if t > self.now {
+            self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+        }
+    }
+
+    /// The member Pod at an ordinal.
+    pub fn member(&self, o: usize) -> Option<&'a Pod> {
+        self.members.get(o).copied().flatten()
+    }
+
+    /// The claim at an ordinal's name, whatever its identity.
+    pub fn claim_at(&self, o: usize) -> Option<&'a Claim> {
+        self.claims.get(o).copied().flatten()
+    }
+
+    /// The claim at an ordinal, only if it is ours to act on.
+    pub fn own_claim(&self, o: usize) -> Option<&'a Claim> {
+        self.claim_at(o).filter(|c| self.claim_is_ours(c))
+    }
+
+    /// A claim carrying our identity and no owner: the healer may act on it.
+    pub fn claim_is_ours(&self, c: &Claim) -> bool {
+        c.identity.as_deref() == Some(self.fleet.identity.as_str()) && !c.has_owner_references
+    }
+
+    /// A workload the healer may act on: our identity, no owners, the expected kind.
+    pub fn workload_is_ours(&self, w: &Workload) -> bool {
+        let kind = if self.fleet.stateful_set {
+            WorkloadKind::StatefulSet
+        } else {
+            WorkloadKind::Deployment
+        };
+        w.identity.as_deref() == Some(self.fleet.identity.as_str())
+            && !w.has_owner_references
+            && w.kind == kind
+    }
+
+    /// Notes for one ordinal.
+    pub fn note(&mut self, o: usize) -> &mut MemberNote {
+        if self.notes.len() <= o {
+            self.notes.resize(o + 1, MemberNote::default());
+        }
+        &mut self.notes[o]
+    }
+}
+
+/// What a replica rule concluded.
+pub(crate) enum Step {
+    /// Write this.
+    Write(Outcome),
+    /// Waiting or blocked, with what to report if nothing else happens.
+    Hold(Outcome),
+}
+
+fn run(cx: &mut Ctx) -> Outcome {
+    // Rules H1-H5 (handoff resolution): a record on a Pod is settled before any gate,
+    // pause, deletion or drift included, so a hold never outlives the healer's interest.
+    if let Some(o) = handoff::resolve(cx) {
+        return o;
+    }
+    // Rules D2-D7 (deletion) run before pause and drift: deleting the fleet is explicit.
+    if cx.fleet.deleting {
+        return deletion::run(cx);
+    }
+    // Rule D1 (finalizer): deletion can only run in order if the finalizer is there.
+    if !cx.fleet.has_finalizer {
+        return Outcome::act(
+            "D1",
+            Action::AddFleetFinalizer {
+                uid: cx.fleet.uid.clone(),
+                resource_version: cx.fleet.resource_version.clone(),
+            },
+            "Adding the finalizer that lets the healer delete the fleet in order".into(),
+        );
+    }
+    // Rule P1 (pause): no lifecycle action at all while paused.
+    if cx.fleet.paused {
+        capacity::compute(cx);
+        return Outcome::report(
+            "P1",
+            Reason::MaintenancePaused,
+            "Maintenance pause: the healer makes no change to the workload, its members or their disks".into(),
+        );
+    }
+    // Rule I1 (infrastructure drift): a live prerequisite differs from the rendering.
+    if !cx.s.infrastructure.drift.is_empty() {
+        capacity::compute(cx);
+        return Outcome::report(
+            "I1",
+            Reason::InfrastructureBlocked,
+            format!(
+                "Live prerequisites differ from the rendering, so lifecycle actions are held: {}",
+                cx.s.infrastructure.drift.join("; ")
+            ),
+        );
+    }
+    let Some(w) = cx.workload else {
+        // Rule W1 (workload missing): Argo CD or Flux creates it; nothing to do here.
+        capacity::compute(cx);
+        let kind = if cx.fleet.stateful_set {
+            "StatefulSet"
+        } else {
+            "Deployment"
+        };
+        return Outcome::report(
+            "W1",
+            Reason::WorkloadMissing,
+            format!(
+                "Waiting for Argo CD or Flux to create the {kind} {}",
+                cx.fleet.name
+            ),
+        );
+    };
+    if !cx.workload_is_ours(w) {
+        // Rule W2 (foreign workload): not ours to scale or heal.
+        capacity::compute(cx);
+        return Outcome::report(
+            "W2",
+            Reason::LifecycleBlocked,
+            format!(
+                "{} {} is not this fleet's: it lacks the identity label, has owners or is the wrong kind; the healer leaves it alone",
+                w.kind.as_str(),
+                w.name
+            ),
+        );
+    }
+    if w.deleting {
+        // Rule W3 (workload deleting): wait for it to go and be recreated.
+        capacity::compute(cx);
+        return Outcome::report(
+            "W3",
+            Reason::Provisioning,
+            format!(
+                "{} {} is being deleted; waiting for Argo CD or Flux to recreate it",
+                w.kind.as_str(),
+                w.name
+            ),
+        );
+    }
+    // Rule F1 (force-deletion), every StatefulSet fleet.
+    if w.kind == WorkloadKind::StatefulSet
+        && let Some(o) = force_delete::check(cx)
+    {
+        return o;
+    }
+    // Rules K1-K5, G1-G5, C1-C3: the replica count.
+    let target = capacity::compute(cx);
+    let step = if target.members > w.replicas {
+        Some(growth::step(cx, w, &target))
+    } else if target.members < w.replicas {
+        Some(contraction::step(cx, w, &target))
+    } else {
+        // Rule G1 also reports a foreign claim already under a member.
+        growth::conflict_in_use(cx, w).map(Step::Hold)
+    };
+    let hold = match step {
+        Some(Step::Write(o)) => return o,
+        Some(Step::Hold(o)) => Some(o),
+        None => None,
+    };
+    // Rules R1-R7: disks and down members (PersistentFleet only).
+    let mut note = None;
+    if cx.fleet.profile == Profile::PersistentFleet && w.kind == WorkloadKind::StatefulSet {
+        match disk::heal(cx, w) {
+            disk::Heal::Act(o) | disk::Heal::Blocked(o) => return o,
+            disk::Heal::Note(m) => note = Some(m),
+            disk::Heal::Nothing => {}
+        }
+    }
+    if let Some(o) = hold {
+        return o;
+    }
+    // Rule S2 (waiting on members): a note from the disk rules.
+    if let Some(m) = note {
+        return Outcome::report("S2", Reason::Provisioning, m);
+    }
+    // Rule S3 (rolling out).
+    if !w.rolled_out() {
+        return Outcome::report(
+            "S3",
+            Reason::Provisioning,
+            "Rolling out: waiting for every member to run the current template and be ready".into(),
+        );
+    }
+    // Rule S1 (steady).
+    Outcome::report(
+        "S1",
+        Reason::Provisioned,
+        format!(
+            "All {} members are ready on the current template",
+            w.replicas
+        ),
+    )
+}

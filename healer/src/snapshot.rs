@@ -1,0 +1,384 @@
+//! What `decide` sees: one fleet, read at one moment, already reduced to the facts the
+//! rules use. [`crate::observe`] builds it from Kubernetes objects and refuses objects it
+//! cannot read in full, so every field here is trustworthy; the simulation builds it from
+//! its model directly.
+//!
+//! Nothing in a snapshot is remembered by the healer: it is rebuilt from the cluster on
+//! every reconcile. The previous status is carried only to keep condition transition
+//! times stable; no rule reads it.
+
+use celld_gen::api::{CapacityMode, CelldFleetStatus, Profile};
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// One fleet and everything of it the healer may act on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// The CelldFleet.
+    pub fleet: Fleet,
+    /// The workload named after the fleet (StatefulSet or Deployment), if it exists.
+    pub workload: Option<Workload>,
+    /// Pods carrying the fleet's identity label, plus any Pod carrying the replacement
+    /// index label with the fleet's identity. `decide` itself works out which are members
+    /// (controlled by the workload).
+    pub pods: Vec<Pod>,
+    /// Claims carrying the fleet's identity label, plus any claim named
+    /// `data-<fleet>-<n>` without it (another fleet's disk at one of our names).
+    pub claims: Vec<Claim>,
+    /// The result of verifying live prerequisites (Services) against the rendering.
+    pub infrastructure: Infrastructure,
+    /// What the capacity evaluator (runtime side) concluded, if anything.
+    pub capacity: CapacitySignal,
+}
+
+/// The facts of the CelldFleet the rules use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fleet {
+    /// metadata.name.
+    pub name: String,
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion (precondition for finalizer edits).
+    pub resource_version: String,
+    /// metadata.generation.
+    pub generation: i64,
+    /// spec.identity: the value of the identity label on everything the fleet owns.
+    pub identity: String,
+    /// spec.profile.
+    pub profile: Profile,
+    /// Whether the workload is a StatefulSet (PersistentFleet, or Bucket `Ordered`).
+    pub stateful_set: bool,
+    /// spec.members as it stands (the default 3 applied unless the mode is External,
+    /// where only the `/scale` writer sets it and it may still be absent).
+    pub members: Option<i32>,
+    /// Number of zones in spec.placement.
+    pub zones: i32,
+    /// spec.lifecycle.terminationGraceSeconds, defaulted.
+    pub termination_grace_seconds: i64,
+    /// spec.maintenance.paused.
+    pub paused: bool,
+    /// metadata.deletionTimestamp is set.
+    pub deleting: bool,
+    /// The healer's fleet finalizer is present.
+    pub has_finalizer: bool,
+    /// spec.capacity with defaults applied; `None` means members are set by hand.
+    pub capacity: Option<celld_gen::api::defaults::CapacityPolicy>,
+    /// The status currently stored, used only to keep transition times stable.
+    pub previous_status: Option<CelldFleetStatus>,
+}
+
+impl Fleet {
+    /// Capacity mode, `None` for manual members.
+    pub fn capacity_mode(&self) -> Option<CapacityMode> {
+        self.capacity.as_ref().map(|c| c.mode)
+    }
+}
+
+/// Kind of the fleet's workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WorkloadKind {
+    /// apps/v1 StatefulSet.
+    StatefulSet,
+    /// apps/v1 Deployment.
+    Deployment,
+}
+
+impl WorkloadKind {
+    /// The Kubernetes kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::Deployment => "Deployment",
+        }
+    }
+}
+
+/// The fleet's StatefulSet or Deployment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Kind.
+    pub kind: WorkloadKind,
+    /// metadata.name.
+    pub name: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// metadata.generation.
+    pub generation: i64,
+    /// status.observedGeneration (absent until the controller first saw it).
+    pub observed_generation: Option<i64>,
+    /// Value of the identity label, if any.
+    pub identity: Option<String>,
+    /// metadata.ownerReferences is non-empty (then it is not ours to touch).
+    pub has_owner_references: bool,
+    /// metadata.deletionTimestamp is set.
+    pub deleting: bool,
+    /// spec.replicas (Kubernetes defaults an absent value to 1).
+    pub replicas: i32,
+    /// status.replicas.
+    pub status_replicas: i32,
+    /// status.readyReplicas.
+    pub ready_replicas: i32,
+    /// status.updatedReplicas.
+    pub updated_replicas: i32,
+    /// status.currentRevision (StatefulSet).
+    pub current_revision: Option<String>,
+    /// status.updateRevision (StatefulSet).
+    pub update_revision: Option<String>,
+}
+
+impl Workload {
+    /// The controller has seen the current spec.
+    pub fn observed(&self) -> bool {
+        self.observed_generation
+            .is_some_and(|g| g >= self.generation)
+    }
+
+    /// The last change finished: observed, every replica exists, runs the current
+    /// template and is ready (and, for a StatefulSet, both revisions agree).
+    pub fn rolled_out(&self) -> bool {
+        let n = self.replicas;
+        self.observed()
+            && self.status_replicas == n
+            && self.updated_replicas == n
+            && self.ready_replicas == n
+            && (self.kind == WorkloadKind::Deployment
+                || (self.current_revision.is_some()
+                    && self.current_revision == self.update_revision))
+    }
+}
+
+/// A Pod's controller reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Controller {
+    /// Kind (StatefulSet, ReplicaSet...).
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+/// Status of a Kubernetes condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CondStatus {
+    /// True.
+    True,
+    /// False.
+    False,
+    /// Unknown (or any other value).
+    Unknown,
+}
+
+/// A condition's status and when it last changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cond {
+    /// Status.
+    pub status: CondStatus,
+    /// lastTransitionTime, when present.
+    pub since: Option<Timestamp>,
+}
+
+/// The scheduler found no node for the Pod (PodScheduled=False, reason Unschedulable,
+/// and no nodeName).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unschedulable {
+    /// lastTransitionTime of PodScheduled, when present.
+    pub since: Option<Timestamp>,
+    /// The scheduler's message.
+    pub message: String,
+}
+
+/// Pod phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Pending.
+    Pending,
+    /// Running.
+    Running,
+    /// Succeeded.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Unknown or absent.
+    Unknown,
+}
+
+/// A disk-replacement record found on a Pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordState {
+    /// The annotation parsed.
+    Valid(crate::plan::HandoffRecord),
+    /// The annotation is present but unreadable (the reason).
+    Malformed(String),
+}
+
+/// One Pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pod {
+    /// metadata.name.
+    pub name: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// Value of the identity label, if any.
+    pub identity: Option<String>,
+    /// The controller ownerReference, if any.
+    pub controller: Option<Controller>,
+    /// metadata.creationTimestamp.
+    pub created: Timestamp,
+    /// metadata.deletionTimestamp (for a Pod: deletion request + grace).
+    pub deletion: Option<Timestamp>,
+    /// spec.nodeName, if bound.
+    pub node_name: Option<String>,
+    /// Zone of the node, when the runtime knows it (only shown in status).
+    pub zone: Option<String>,
+    /// status.phase.
+    pub phase: PodPhase,
+    /// The Ready condition, if present.
+    pub ready: Option<Cond>,
+    /// Set when the scheduler found no node for it.
+    pub unschedulable: Option<Unschedulable>,
+    /// A container or init container waiting on its image or configuration
+    /// (ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull,
+    /// CreateContainerConfigError): the reason.
+    pub config_wait: Option<String>,
+    /// A container or init container waiting in CrashLoopBackOff.
+    pub crash_loop_backoff: bool,
+    /// Latest `lastState.terminated.finishedAt` over its containers: when a container
+    /// last exited and was restarted.
+    pub last_container_exit: Option<Timestamp>,
+    /// Carries the healer's replacement finalizer.
+    pub replacement_finalizer: bool,
+    /// Value of the replacement index label, if any.
+    pub replacement_index: Option<String>,
+    /// The replacement record annotation, if any.
+    pub record: Option<RecordState>,
+}
+
+impl Pod {
+    /// metadata.deletionTimestamp is set.
+    pub fn terminating(&self) -> bool {
+        self.deletion.is_some()
+    }
+
+    /// Ready=True.
+    pub fn is_ready(&self) -> bool {
+        matches!(
+            self.ready,
+            Some(Cond {
+                status: CondStatus::True,
+                ..
+            })
+        )
+    }
+
+    /// The scheduler has decided: the Pod is bound to a node, or found unschedulable.
+    /// A missing, terminating or not-yet-tried Pod is undecided.
+    pub fn schedule_decided(&self) -> bool {
+        !self.terminating() && (self.node_name.is_some() || self.unschedulable.is_some())
+    }
+
+    /// Since when it has not been ready: the Ready condition's transition time when it
+    /// is not True, or the creation time when there is none.
+    pub fn not_ready_since(&self) -> Timestamp {
+        match self.ready {
+            Some(Cond {
+                status,
+                since: Some(t),
+            }) if status != CondStatus::True => t,
+            _ => self.created,
+        }
+    }
+
+    /// Finished (Succeeded or Failed): no longer counted as a member that exists.
+    pub fn finished(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// Phase of a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimPhase {
+    /// Waiting for a volume (with WaitForFirstConsumer: for its Pod to be scheduled).
+    Pending,
+    /// Bound to a volume.
+    Bound,
+    /// Its volume is gone.
+    Lost,
+    /// Absent or unrecognised.
+    Unknown,
+}
+
+/// One PersistentVolumeClaim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    /// metadata.name.
+    pub name: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// Value of the identity label, if any.
+    pub identity: Option<String>,
+    /// metadata.ownerReferences is non-empty.
+    pub has_owner_references: bool,
+    /// metadata.creationTimestamp.
+    pub created: Timestamp,
+    /// metadata.deletionTimestamp.
+    pub deletion: Option<Timestamp>,
+    /// status.phase.
+    pub phase: ClaimPhase,
+}
+
+impl Claim {
+    /// metadata.deletionTimestamp is set.
+    pub fn terminating(&self) -> bool {
+        self.deletion.is_some()
+    }
+}
+
+/// Result of verifying the live prerequisites against the rendering (filled by the
+/// runtime: any difference except filling a field the live object leaves unset).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Infrastructure {
+    /// One line per difference; empty when everything matches.
+    pub drift: Vec<String>,
+}
+
+/// What the runtime's capacity evaluator concluded for this reconcile.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CapacitySignal {
+    /// The policy's recommendation, when it has one.
+    pub recommendation: Option<Recommendation>,
+    /// Whether survivors can absorb a removed member's load.
+    pub survivors: SurvivorEvidence,
+}
+
+/// A capacity recommendation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recommendation {
+    /// Members the policy wants.
+    pub members: i32,
+    /// CamelCase reason (ScaleOutRecommended, WithinThresholds...).
+    pub reason: String,
+    /// Explanation.
+    pub message: String,
+}
+
+/// Evidence that the remaining members can take a removed member's load.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum SurvivorEvidence {
+    /// No metrics were collected (no collector, or the collection failed).
+    #[default]
+    Unavailable,
+    /// Collected, but it does not show enough headroom (why).
+    Insufficient(String),
+    /// Every survivor can take the removed member's load.
+    Sufficient,
+}
