@@ -137,7 +137,8 @@ kube_ldflags() {
   minor="${K8S_VERSION#v}"; minor="${minor#*.}"; minor="${minor%%.*}"
   # Build date: the publication time of the module version, so builds are reproducible.
   date="$(cd "$KUBE_MOD_DIR" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)"
-  for kv in "gitVersion=$K8S_VERSION" "gitMajor=1" "gitMinor=$minor" "gitTreeState=clean" \
+  # gitCommit is unknown (built from the module zip, not a git checkout): empty, not "$Format:%H$".
+  for kv in "gitVersion=$K8S_VERSION" "gitMajor=1" "gitMinor=$minor" "gitTreeState=clean" "gitCommit=" \
             "buildDate=${date:-1970-01-01T00:00:00Z}"; do
     key="${kv%%=*}"; val="${kv#*=}"
     flags+=" -X k8s.io/component-base/version.$key=$val -X k8s.io/client-go/pkg/version.$key=$val"

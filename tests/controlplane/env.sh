@@ -21,7 +21,9 @@ source "$CP_TESTS_DIR/k8s-version.env"
 CP_CLUSTER_DIR="$CP_TESTS_DIR/.cluster"
 CP_BIN_DIR="$CP_CLUSTER_DIR/bin/$K8S_VERSION"
 CP_CRD_DIR="$CP_CLUSTER_DIR/gateway-api/$GATEWAY_API_VERSION"
-CP_RUN_DIR="$CP_CLUSTER_DIR/run"
+# State of a running cluster (wiped by start.sh). Override CP_RUN_DIR (an absolute path)
+# together with the ports to run a second, independent cluster from the same checkout.
+CP_RUN_DIR="${CP_RUN_DIR:-$CP_CLUSTER_DIR/run}"
 CP_PKI_DIR="$CP_RUN_DIR/pki"
 CP_LOG_DIR="$CP_RUN_DIR/logs"
 CP_PID_DIR="$CP_RUN_DIR/pids"

@@ -52,9 +52,16 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for p in "$CP_ETCD_PORT" "$CP_ETCD_PEER_PORT" "$CP_APISERVER_PORT" "$CP_KCM_PORT" "$CP_SCHEDULER_PORT"; do
   port_busy "$p" && die "127.0.0.1:$p is already in use (another cluster? override the CP_*_PORT variables, see env.sh)"
 done
+[[ "$CP_RUN_DIR" == /?* ]] || die "CP_RUN_DIR must be an absolute path: '$CP_RUN_DIR'"
+# Refuse to wipe a directory that start.sh did not create (CP_RUN_DIR is overridable).
+if [[ -d "$CP_RUN_DIR" && ! -f "$CP_RUN_DIR/.celld-controlplane" ]] \
+  && [[ -n "$(ls -A "$CP_RUN_DIR")" ]]; then
+  die "$CP_RUN_DIR exists, is not empty and was not made by start.sh; not wiping it"
+fi
 rm -rf "$CP_RUN_DIR"
 mkdir -p "$CP_PKI_DIR" "$CP_LOG_DIR" "$CP_PID_DIR" "$CP_RUN_DIR/etcd-data"
 chmod 700 "$CP_RUN_DIR" "$CP_PKI_DIR" "$CP_RUN_DIR/etcd-data"
+echo "state of tests/controlplane/start.sh; wiped at every start" >"$CP_RUN_DIR/.celld-controlplane"
 {
   echo "# Ports of the control plane started at $(date -u +%FT%TZ); read by env.sh."
   for v in CP_ETCD_PORT CP_ETCD_PEER_PORT CP_APISERVER_PORT CP_KCM_PORT CP_SCHEDULER_PORT; do
@@ -68,7 +75,7 @@ on_exit() {
   local rc=$?
   if [[ $STARTED_OK != 1 ]]; then
     echo "[start] failed (exit $rc); stopping what was started" >&2
-    "$CP_DIR/stop.sh" --quiet || true
+    "$CP_DIR/stop.sh" || true
   fi
 }
 trap on_exit EXIT
@@ -77,7 +84,9 @@ trap on_exit EXIT
 log "creating throw-away CA and certificates in $CP_PKI_DIR"
 (
   cd "$CP_PKI_DIR"
-  newkey() { openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null; }
+  # ECDSA P-256 for the CA and TLS certificates (fast to make); RSA for the service-account
+  # signing key (RS256 tokens, what every client expects).
+  newkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
 
   newkey ca.key
   cat >ca.cnf <<'EOF'
@@ -102,7 +111,7 @@ EOF
     {
       echo "[v3]"
       echo "basicConstraints = critical,CA:FALSE"
-      echo "keyUsage = critical,digitalSignature,keyEncipherment"
+      echo "keyUsage = critical,digitalSignature"
       echo "extendedKeyUsage = $eku"
       echo "authorityKeyIdentifier = keyid"
       [[ -z "$san" ]] || echo "subjectAltName = $san"
@@ -121,7 +130,7 @@ EOF
   cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
   cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
   # Service-account token signing key pair.
-  newkey sa.key
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
   openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
   chmod 600 ./*.key
 )
@@ -274,6 +283,8 @@ kubectl apply --server-side --field-manager=celld-test-controlplane -f "$CP_CRD_
 kubectl wait --for=condition=Established --timeout=60s -f "$CP_CRD_DIR" >>"$CP_LOG_DIR/gateway-crds.log" 2>&1 \
   || { cat "$CP_LOG_DIR/gateway-crds.log" >&2; die "Gateway API CRDs not Established within 60s"; }
 
+log "Gateway API CRDs Established"
+
 # The service-account controller creating default/default shows that the controller-manager
 # really runs its controllers (and pods in "default" can be admitted from now on).
 until kubectl -n default get serviceaccount default >/dev/null 2>&1; do
@@ -283,6 +294,8 @@ until kubectl -n default get serviceaccount default >/dev/null 2>&1; do
 done
 
 STARTED_OK=1
+ENV_HINT=""
+[[ "$CP_RUN_DIR" == "$CP_CLUSTER_DIR/run" ]] || ENV_HINT="export CP_RUN_DIR=$CP_RUN_DIR; "
 log "control plane $K8S_VERSION up: healthy in $((T_HEALTHY - T_BUILT))s, ready (CRDs, default SA) in $((SECONDS - T_BUILT))s (total incl. build check $((SECONDS - T0))s)"
 cat <<EOF
 
@@ -291,7 +304,7 @@ cat <<EOF
   logs:       $CP_LOG_DIR/<component>.log
   use it:     export KUBECONFIG=$KUBECONFIG
               export PATH=$CP_BIN_DIR:\$PATH     # pinned kubectl
-          or: source $CP_DIR/env.sh
+          or: ${ENV_HINT}source $CP_DIR/env.sh
   stop it:    $CP_DIR/stop.sh
 
 EOF
