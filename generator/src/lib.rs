@@ -4,9 +4,10 @@
 //! objects with the templates, `output` writes them (all or nothing).
 
 pub mod api;
-pub mod diagnostic;
-pub mod load;
-pub mod validate;
-pub mod render;
-pub mod output;
 pub mod cli;
+pub mod diagnostic;
+pub mod install;
+pub mod load;
+pub mod output;
+pub mod render;
+pub mod validate;
