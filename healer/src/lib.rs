@@ -18,6 +18,7 @@ pub mod plan;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod snapshot;
+pub mod testkit;
 pub mod time;
 
 pub use config::Config;

@@ -1,1 +1,427 @@
+//! Building a [`Snapshot`] from Kubernetes objects.
+//!
+//! The runtime lists (or reads from its watch caches) the objects of one fleet and hands
+//! them over as they are. Conversion fails with an [`ObserveError`] naming the object and
+//! the missing field when an object the healer might act on cannot be read in full (no
+//! uid, no resourceVersion, no creation time...): the healer never acts on partial data.
+//! Objects that are not the fleet's are dropped, not refused.
 
+use std::collections::BTreeMap;
+
+use celld_gen::api::CelldFleet;
+use celld_gen::api::labels::{
+    FLEET_FINALIZER, IDENTITY, REPLACEMENT_FINALIZER, REPLACEMENT_INDEX, REPLACEMENT_RECORD,
+    claim_ordinal,
+};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod as KPod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+use crate::plan::HandoffRecord;
+use crate::snapshot::*;
+use crate::time::Timestamp;
+
+/// Container waiting reasons that mean "waiting on image or configuration".
+pub const CONFIG_WAITS: [&str; 5] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+];
+
+/// An object the healer cannot read in full.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{kind} {name}: {problem}; the healer does not act on partial data")]
+pub struct ObserveError {
+    /// Kind of the object.
+    pub kind: &'static str,
+    /// Its name (or `<unnamed>`).
+    pub name: String,
+    /// What is missing or wrong.
+    pub problem: String,
+}
+
+/// The fleet's workload as read from the API.
+#[derive(Clone, Copy, Debug)]
+pub enum WorkloadObject<'a> {
+    /// A StatefulSet.
+    StatefulSet(&'a StatefulSet),
+    /// A Deployment.
+    Deployment(&'a Deployment),
+}
+
+/// Everything `observe` needs for one fleet.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    /// The CelldFleet.
+    pub fleet: &'a CelldFleet,
+    /// The workload named after the fleet in its namespace, if it exists.
+    pub workload: Option<WorkloadObject<'a>>,
+    /// Pods labelled with the fleet identity, and Pods labelled
+    /// `fleet.celld.dev/replacement-fleet=<identity>` (others are dropped).
+    pub pods: &'a [KPod],
+    /// Claims labelled with the fleet identity, and claims named `data-<fleet>-<n>`
+    /// (others are dropped).
+    pub claims: &'a [PersistentVolumeClaim],
+    /// For a Deployment: its ReplicaSets, to resolve which Pods it controls.
+    pub replica_sets: &'a [ReplicaSet],
+    /// Node name to zone (`topology.kubernetes.io/zone`), when the runtime reads nodes;
+    /// only shown in member status.
+    pub node_zones: &'a BTreeMap<String, String>,
+    /// Result of verifying the prerequisites against the rendering.
+    pub infrastructure: &'a Infrastructure,
+    /// The capacity evaluator's conclusion.
+    pub capacity: &'a CapacitySignal,
+}
+
+fn err(kind: &'static str, meta: &ObjectMeta, problem: impl Into<String>) -> ObserveError {
+    ObserveError {
+        kind,
+        name: meta.name.clone().unwrap_or_else(|| "<unnamed>".into()),
+        problem: problem.into(),
+    }
+}
+
+fn need<'m>(
+    kind: &'static str,
+    meta: &'m ObjectMeta,
+    field: &'static str,
+    v: &'m Option<String>,
+) -> Result<String, ObserveError> {
+    match v.as_deref() {
+        Some(s) if !s.is_empty() => Ok(s.to_string()),
+        _ => Err(err(kind, meta, format!("metadata.{field} is missing"))),
+    }
+}
+
+fn ts(t: &Time) -> Timestamp {
+    Timestamp(t.0.as_millisecond())
+}
+
+fn created(kind: &'static str, meta: &ObjectMeta) -> Result<Timestamp, ObserveError> {
+    meta.creation_timestamp
+        .as_ref()
+        .map(ts)
+        .ok_or_else(|| err(kind, meta, "metadata.creationTimestamp is missing"))
+}
+
+fn label<'m>(meta: &'m ObjectMeta, key: &str) -> Option<&'m String> {
+    meta.labels.as_ref().and_then(|l| l.get(key))
+}
+
+fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_ref()
+        .and_then(|o| o.iter().find(|r| r.controller == Some(true)))
+}
+
+/// Builds the snapshot of one fleet.
+pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
+    let fleet = fleet(i.fleet)?;
+    let workload = match i.workload {
+        None => None,
+        Some(WorkloadObject::StatefulSet(s)) => Some(stateful_set(s)?),
+        Some(WorkloadObject::Deployment(d)) => Some(deployment(d)?),
+    };
+    // ReplicaSet uid -> its controller, for Deployment Pods.
+    let mut rs_owner: BTreeMap<&str, &OwnerReference> = BTreeMap::new();
+    for rs in i.replica_sets {
+        if let (Some(uid), Some(c)) = (rs.metadata.uid.as_deref(), controller_of(&rs.metadata)) {
+            rs_owner.insert(uid, c);
+        }
+    }
+    let mut pods = Vec::new();
+    for p in i.pods {
+        let m = &p.metadata;
+        let ours = label(m, IDENTITY) == Some(&fleet.identity)
+            || label(m, REPLACEMENT_INDEX) == Some(&fleet.identity);
+        if ours {
+            pods.push(pod(p, &rs_owner, i.node_zones)?);
+        }
+    }
+    let mut claims = Vec::new();
+    for c in i.claims {
+        let m = &c.metadata;
+        let ours = label(m, IDENTITY) == Some(&fleet.identity)
+            || m.name
+                .as_deref()
+                .is_some_and(|n| claim_ordinal(&fleet.name, n).is_some());
+        if ours {
+            claims.push(claim(c)?);
+        }
+    }
+    Ok(Snapshot {
+        fleet,
+        workload,
+        pods,
+        claims,
+        infrastructure: i.infrastructure.clone(),
+        capacity: i.capacity.clone(),
+    })
+}
+
+fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
+    const K: &str = "CelldFleet";
+    let m = &f.metadata;
+    let spec = &f.spec;
+    let external = spec.capacity_mode() == Some(celld_gen::api::CapacityMode::External);
+    Ok(Fleet {
+        name: need(K, m, "name", &m.name)?,
+        namespace: need(K, m, "namespace", &m.namespace)?,
+        uid: need(K, m, "uid", &m.uid)?,
+        resource_version: need(K, m, "resourceVersion", &m.resource_version)?,
+        generation: m
+            .generation
+            .ok_or_else(|| err(K, m, "metadata.generation is missing"))?,
+        identity: if spec.identity.is_empty() {
+            return Err(err(K, m, "spec.identity is empty"));
+        } else {
+            spec.identity.clone()
+        },
+        profile: spec.profile,
+        stateful_set: spec.is_stateful_set(),
+        members: if external {
+            spec.members
+        } else {
+            Some(spec.effective_members())
+        },
+        zones: spec.placement.zones.len() as i32,
+        termination_grace_seconds: spec.termination_grace_seconds(),
+        paused: spec.paused(),
+        deleting: m.deletion_timestamp.is_some(),
+        has_finalizer: m
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == FLEET_FINALIZER)),
+        capacity: spec.capacity.as_ref().map(|c| c.effective()),
+        previous_status: f.status.clone(),
+    })
+}
+
+struct Common {
+    name: String,
+    uid: String,
+    resource_version: String,
+    generation: i64,
+    identity: Option<String>,
+    has_owner_references: bool,
+    deleting: bool,
+}
+
+fn workload_meta(kind: &'static str, m: &ObjectMeta) -> Result<Common, ObserveError> {
+    Ok(Common {
+        name: need(kind, m, "name", &m.name)?,
+        uid: need(kind, m, "uid", &m.uid)?,
+        resource_version: need(kind, m, "resourceVersion", &m.resource_version)?,
+        generation: m
+            .generation
+            .ok_or_else(|| err(kind, m, "metadata.generation is missing"))?,
+        identity: label(m, IDENTITY).cloned(),
+        has_owner_references: m.owner_references.as_ref().is_some_and(|o| !o.is_empty()),
+        deleting: m.deletion_timestamp.is_some(),
+    })
+}
+
+fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
+    let c = workload_meta("StatefulSet", &s.metadata)?;
+    let st = s.status.clone().unwrap_or_default();
+    Ok(Workload {
+        kind: WorkloadKind::StatefulSet,
+        name: c.name,
+        uid: c.uid,
+        resource_version: c.resource_version,
+        generation: c.generation,
+        observed_generation: st.observed_generation,
+        identity: c.identity,
+        has_owner_references: c.has_owner_references,
+        deleting: c.deleting,
+        // The API server defaults an absent spec.replicas to 1.
+        replicas: s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        status_replicas: st.replicas,
+        ready_replicas: st.ready_replicas.unwrap_or(0),
+        updated_replicas: st.updated_replicas.unwrap_or(0),
+        current_revision: st.current_revision,
+        update_revision: st.update_revision,
+    })
+}
+
+fn deployment(d: &Deployment) -> Result<Workload, ObserveError> {
+    let c = workload_meta("Deployment", &d.metadata)?;
+    let st = d.status.clone().unwrap_or_default();
+    Ok(Workload {
+        kind: WorkloadKind::Deployment,
+        name: c.name,
+        uid: c.uid,
+        resource_version: c.resource_version,
+        generation: c.generation,
+        observed_generation: st.observed_generation,
+        identity: c.identity,
+        has_owner_references: c.has_owner_references,
+        deleting: c.deleting,
+        replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        status_replicas: st.replicas.unwrap_or(0),
+        ready_replicas: st.ready_replicas.unwrap_or(0),
+        updated_replicas: st.updated_replicas.unwrap_or(0),
+        current_revision: None,
+        update_revision: None,
+    })
+}
+
+fn cond_status(s: &str) -> CondStatus {
+    match s {
+        "True" => CondStatus::True,
+        "False" => CondStatus::False,
+        _ => CondStatus::Unknown,
+    }
+}
+
+fn pod(
+    p: &KPod,
+    rs_owner: &BTreeMap<&str, &OwnerReference>,
+    zones: &BTreeMap<String, String>,
+) -> Result<Pod, ObserveError> {
+    const K: &str = "Pod";
+    let m = &p.metadata;
+    let name = need(K, m, "name", &m.name)?;
+    let uid = need(K, m, "uid", &m.uid)?;
+    let resource_version = need(K, m, "resourceVersion", &m.resource_version)?;
+    let created = created(K, m)?;
+    let controller = controller_of(m).map(|c| {
+        // A Deployment's Pods belong to a ReplicaSet; name the Deployment instead.
+        match (c.kind.as_str(), rs_owner.get(c.uid.as_str())) {
+            ("ReplicaSet", Some(d)) if d.kind == "Deployment" => Controller {
+                kind: d.kind.clone(),
+                name: d.name.clone(),
+                uid: d.uid.clone(),
+            },
+            _ => Controller {
+                kind: c.kind.clone(),
+                name: c.name.clone(),
+                uid: c.uid.clone(),
+            },
+        }
+    });
+    let spec = p.spec.as_ref();
+    let node_name = spec
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty());
+    let status = p.status.as_ref();
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    let mut ready = None;
+    let mut unschedulable = None;
+    for c in conditions {
+        match c.type_.as_str() {
+            "Ready" => {
+                ready = Some(Cond {
+                    status: cond_status(&c.status),
+                    since: c.last_transition_time.as_ref().map(ts),
+                })
+            }
+            "PodScheduled"
+                if c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+                    && node_name.is_none() =>
+            {
+                unschedulable = Some(Unschedulable {
+                    since: c.last_transition_time.as_ref().map(ts),
+                    message: c.message.clone().unwrap_or_default(),
+                })
+            }
+            _ => {}
+        }
+    }
+    let phase = match status.and_then(|s| s.phase.as_deref()) {
+        Some("Pending") => PodPhase::Pending,
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        _ => PodPhase::Unknown,
+    };
+    let containers: Vec<&ContainerStatus> = status
+        .into_iter()
+        .flat_map(|s| {
+            s.container_statuses
+                .iter()
+                .flatten()
+                .chain(s.init_container_statuses.iter().flatten())
+        })
+        .collect();
+    let mut config_wait = None;
+    let mut crash_loop_backoff = false;
+    let mut last_container_exit: Option<Timestamp> = None;
+    for c in containers {
+        if let Some(reason) = c
+            .state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.as_deref())
+        {
+            if CONFIG_WAITS.contains(&reason) && config_wait.is_none() {
+                config_wait = Some(reason.to_string());
+            }
+            if reason == "CrashLoopBackOff" {
+                crash_loop_backoff = true;
+            }
+        }
+        if let Some(t) = c
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.finished_at.as_ref())
+        {
+            let t = ts(t);
+            last_container_exit = Some(last_container_exit.map_or(t, |x| x.max(t)));
+        }
+    }
+    let annotations = m.annotations.as_ref();
+    let record = annotations
+        .and_then(|a| a.get(REPLACEMENT_RECORD))
+        .map(|v| match HandoffRecord::parse(v) {
+            Ok(r) => RecordState::Valid(r),
+            Err(e) => RecordState::Malformed(e),
+        });
+    Ok(Pod {
+        zone: node_name.as_ref().and_then(|n| zones.get(n).cloned()),
+        name,
+        uid,
+        resource_version,
+        identity: label(m, IDENTITY).cloned(),
+        controller,
+        created,
+        deletion: m.deletion_timestamp.as_ref().map(ts),
+        node_name,
+        phase,
+        ready,
+        unschedulable,
+        config_wait,
+        crash_loop_backoff,
+        last_container_exit,
+        replacement_finalizer: m
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == REPLACEMENT_FINALIZER)),
+        replacement_index: label(m, REPLACEMENT_INDEX).cloned(),
+        record,
+    })
+}
+
+fn claim(c: &PersistentVolumeClaim) -> Result<Claim, ObserveError> {
+    const K: &str = "PersistentVolumeClaim";
+    let m = &c.metadata;
+    Ok(Claim {
+        name: need(K, m, "name", &m.name)?,
+        uid: need(K, m, "uid", &m.uid)?,
+        resource_version: need(K, m, "resourceVersion", &m.resource_version)?,
+        identity: label(m, IDENTITY).cloned(),
+        has_owner_references: m.owner_references.as_ref().is_some_and(|o| !o.is_empty()),
+        created: created(K, m)?,
+        deletion: m.deletion_timestamp.as_ref().map(ts),
+        phase: match c.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Pending") => ClaimPhase::Pending,
+            Some("Bound") => ClaimPhase::Bound,
+            Some("Lost") => ClaimPhase::Lost,
+            _ => ClaimPhase::Unknown,
+        },
+    })
+}
