@@ -293,7 +293,7 @@ impl KubeSim {
             .arg("--data-dir")
             .arg(&dir)
             .args(&opts.extra_args)
-            .env("RUST_LOG", std::env::var("KUBESIM_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
+            .env("RUST_LOG", std::env::var("KUBESIM_LOG").unwrap_or_else(|_| "info,kube_client=warn,kube_runtime=warn".into()))
             .stdin(Stdio::null())
             .stdout(logf.try_clone()?)
             .stderr(logf);
