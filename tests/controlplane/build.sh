@@ -65,6 +65,13 @@ crds_ok() { compgen -G "$CRD_DIR/*.yaml" >/dev/null; }
 
 # --- go.mod maintenance -----------------------------------------------------------------
 
+# requires GOMOD MODULE VERSION: GOMOD requires MODULE at VERSION (after replacements).
+requires() {
+  local got
+  got="$(cd "$(dirname "$1")" && go list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' "$2" 2>/dev/null || true)"
+  [[ "$got" == "$3" ]]
+}
+
 # (Re)generates kube/go.mod when it does not match the pinned versions: require
 # k8s.io/kubernetes $K8S_VERSION, and replace every k8s.io/* staging module that
 # k8s.io/kubernetes requires at v0.0.0 by its published $K8S_STAGING_VERSION.
@@ -72,13 +79,13 @@ crds_ok() { compgen -G "$CRD_DIR/*.yaml" >/dev/null; }
 ensure_kube_gomod() {
   local gomod="$KUBE_MOD_DIR/go.mod"
   if [[ -f "$gomod" ]] \
-    && grep -qE "^require k8s\.io/kubernetes ${K8S_VERSION//./\\.}\$" "$gomod" \
-    && grep -qE "^[[:space:]]k8s\.io/api => k8s\.io/api ${K8S_STAGING_VERSION//./\\.}\$" "$gomod"; then
+    && requires "$gomod" k8s.io/kubernetes "$K8S_VERSION" \
+    && requires "$gomod" k8s.io/api "$K8S_STAGING_VERSION"; then
     return 0
   fi
   log "regenerating $gomod for k8s.io/kubernetes $K8S_VERSION (staging $K8S_STAGING_VERSION)"
   local upstream staging
-  upstream="$(cd "$KUBE_MOD_DIR" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+  upstream="$(cd "$CP_DIR" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
     | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
   [[ -f "$upstream" ]] || { echo "cannot find go.mod of k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
   # Staging modules: k8s.io/* required at v0.0.0 (they are replaced by ./staging/... upstream).
@@ -93,6 +100,14 @@ ensure_kube_gomod() {
     echo
     echo "require k8s.io/kubernetes $K8S_VERSION"
     echo
+    # The commands we build, as tool dependencies: go mod tidy keeps all they need.
+    echo "tool ("
+    local c
+    for c in "${KUBE_CMDS[@]}"; do
+      printf '\tk8s.io/kubernetes/cmd/%s\n' "$c"
+    done
+    echo ")"
+    echo
     echo "replace ("
     local m
     for m in $staging; do
@@ -102,16 +117,11 @@ ensure_kube_gomod() {
   } >"$gomod"
   rm -f "$KUBE_MOD_DIR/go.sum"
   (cd "$KUBE_MOD_DIR" && go mod tidy)
-  # tidy rewrites the require line into a block; keep the single-line form checked above.
-  if ! grep -qE "^require k8s\.io/kubernetes " "$gomod"; then
-    (cd "$KUBE_MOD_DIR" && go mod edit -droprequire=k8s.io/kubernetes \
-      && go mod edit -require="k8s.io/kubernetes@$K8S_VERSION")
-  fi
 }
 
 ensure_etcd_gomod() {
   local gomod="$ETCD_MOD_DIR/go.mod"
-  if grep -qE "^require go\.etcd\.io/etcd/server/v3 ${ETCD_VERSION//./\\.}\$" "$gomod"; then
+  if requires "$gomod" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"; then
     return 0
   fi
   log "regenerating $gomod for go.etcd.io/etcd/server/v3 $ETCD_VERSION"
