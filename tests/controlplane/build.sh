@@ -68,7 +68,7 @@ crds_ok() { compgen -G "$CRD_DIR/*.yaml" >/dev/null; }
 # requires GOMOD MODULE VERSION: GOMOD requires MODULE at VERSION (after replacements).
 requires() {
   local got
-  got="$(cd "$(dirname "$1")" && go list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' "$2" 2>/dev/null || true)"
+  got="$(cd "$(dirname "$1")" && { go list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' "$2" 2>/dev/null || true; })"
   [[ "$got" == "$3" ]]
 }
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Source this file (bash) to use the test control plane:
 #   source tests/controlplane/env.sh
 # It sets KUBECONFIG, puts the pinned kubectl/etcd/kube-* binaries first on PATH, and
