@@ -1,0 +1,86 @@
+//! The simulation as a test: `cargo test` runs 10,000 seeds (4 parts, so they use every
+//! core); `CELLD_SIM_SEEDS=N` runs N instead; `CELLD_SIM_SEED=S` replays one seed and
+//! prints its step log (`cargo test -p celld-healer sim_replay -- --nocapture`).
+
+use super::run_seed;
+
+const PARTS: u64 = 4;
+
+fn seeds() -> u64 {
+    std::env::var("CELLD_SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+fn part(k: u64) {
+    let n = seeds();
+    let per = n.div_ceil(PARTS);
+    let start = std::time::Instant::now();
+    let mut handoffs = 0;
+    let mut deleted = 0;
+    let mut slowest = 0;
+    let mut steps = 0;
+    for seed in k * per..((k + 1) * per).min(n) {
+        match run_seed(seed) {
+            Ok(o) => {
+                handoffs += o.handoffs;
+                deleted += o.claims_deleted;
+                slowest = slowest.max(o.slowest_convergence);
+                steps += o.steps;
+            }
+            Err((v, trace)) => {
+                let tail = trace.len().saturating_sub(300);
+                panic!(
+                    "seed {seed}: invariant violated: {}\n--- step log (last 300 lines) ---\n{}\n--- replay: CELLD_SIM_SEED={seed} cargo test -p celld-healer sim_replay -- --nocapture",
+                    v.0,
+                    trace[tail..].join("\n")
+                );
+            }
+        }
+    }
+    eprintln!(
+        "sim part {k}: seeds {}..{} in {:?}: {steps} steps, {handoffs} handoffs, {deleted} claims deleted, slowest convergence {} s",
+        k * per,
+        ((k + 1) * per).min(n),
+        start.elapsed(),
+        slowest / 1000
+    );
+}
+
+#[test]
+fn sim_seeds_part_0() {
+    part(0);
+}
+
+#[test]
+fn sim_seeds_part_1() {
+    part(1);
+}
+
+#[test]
+fn sim_seeds_part_2() {
+    part(2);
+}
+
+#[test]
+fn sim_seeds_part_3() {
+    part(3);
+}
+
+#[test]
+fn sim_replay() {
+    let Some(seed) = std::env::var("CELLD_SIM_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    else {
+        return;
+    };
+    match run_seed(seed) {
+        Ok(o) => eprintln!("seed {seed}: ok: {o:?}"),
+        Err((v, trace)) => {
+            eprintln!("{}", trace.join("\n"));
+            panic!("seed {seed}: {}", v.0);
+        }
+    }
+}
