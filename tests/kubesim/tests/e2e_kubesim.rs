@@ -163,7 +163,11 @@ async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()>
 
     let result = scenario(&cluster, &sim, &ns, &class).await;
     if let Err(e) = &result {
-        eprintln!("scenario failed: {e:#}\n{}", sim.log_tail(120));
+        eprintln!(
+            "scenario failed: {e:#}\n{}\n{}",
+            diagnostics(&cluster.client, &ns).await,
+            sim.log_tail(120)
+        );
     }
     let cleanup = cleanup(&cluster, &sim, &ns, &class).await;
     result?;
@@ -173,7 +177,58 @@ async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()>
         "kubesim totals: provisioned={} reclaimed={}",
         state.provisioned, state.reclaimed
     );
+    // SIGTERM: kubesim stops cleanly.
+    let mut sim = sim;
+    let status = sim.stop().context("kubesim already gone")?;
+    ensure!(status.success(), "kubesim exited with {status} on SIGTERM");
     Ok(())
+}
+
+/// Pods, claims and events of the test namespace, for a failure message.
+async fn diagnostics(client: &Client, ns: &str) -> String {
+    let mut out = String::from("--- cluster state ---\n");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = pods.list(&ListParams::default()).await {
+        for p in list {
+            let st = p.status.as_ref();
+            out.push_str(&format!(
+                "pod {} node={:?} phase={:?} deleting={} waiting={:?} conditions={:?}\n",
+                p.metadata.name.as_deref().unwrap_or_default(),
+                p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                st.and_then(|s| s.phase.clone()),
+                p.metadata.deletion_timestamp.is_some(),
+                waiting_reason(&p),
+                st.and_then(|s| s.conditions.as_ref()).map(|c| c
+                    .iter()
+                    .map(|c| format!("{}={}:{}", c.type_, c.status, c.message.clone().unwrap_or_default()))
+                    .collect::<Vec<_>>()),
+            ));
+        }
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = claims.list(&ListParams::default()).await {
+        for c in list {
+            out.push_str(&format!(
+                "claim {} phase={:?} volume={:?} annotations={:?}\n",
+                c.metadata.name.as_deref().unwrap_or_default(),
+                c.status.as_ref().and_then(|s| s.phase.clone()),
+                c.spec.as_ref().and_then(|s| s.volume_name.clone()),
+                c.metadata.annotations,
+            ));
+        }
+    }
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = events.list(&ListParams::default()).await {
+        for e in list {
+            out.push_str(&format!(
+                "event {} {}: {}\n",
+                e.involved_object.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            ));
+        }
+    }
+    out
 }
 
 async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Result<()> {
@@ -275,6 +330,32 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     wait_ready(&pods, "m-2", Duration::from_secs(30)).await?;
     eprintln!("faults: crash loop (restartCount grew past {rc}) and image pull shown, then cleared");
 
+    // 4b. A fault keyed by name before the Pod exists: m-3 never pulls its image.
+    let rule = sim.control.add_fault(Some(ns), "*-3", FaultKind::ImagePull).await;
+    ensure!(rule.is_ok(), "glob rule refused: {rule:?}");
+    let rule = rule?.rule.context("no rule")?;
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let scale = |n: i32| json!({"spec": {"replicas": n}});
+    sts.patch("m", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale(4)))
+        .await?;
+    let p = wait_for("m-3 waiting on its image", Duration::from_secs(120), || async {
+        Ok(get_pod(&pods, "m-3").await?.filter(|p| {
+            matches!(waiting_reason(p).as_deref(), Some("ErrImagePull" | "ImagePullBackOff"))
+        }))
+    })
+    .await?;
+    ensure!(!pod_ready(&p), "m-3 Ready without its image");
+    ensure!(p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"), "m-3 not Pending");
+    sim.control.delete_fault(rule.id).await?;
+    wait_ready(&pods, "m-3", Duration::from_secs(60)).await?;
+    sts.patch("m", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale(3)))
+        .await?;
+    wait_for("m-3 gone after scale-in", Duration::from_secs(60), || async {
+        Ok(get_pod(&pods, "m-3").await?.is_none().then_some(()))
+    })
+    .await?;
+    eprintln!("name-keyed fault: m-3 stuck on its image until the rule went, then Ready; scaled back to 3");
+
     // 5. Node loss: stop m-0's node, delete m-0. Nobody finalizes it: it stays Terminating
     //    past its grace period, as on a real cluster.
     let (_, node0, zone0, _) = member_zone[0].clone();
@@ -324,9 +405,10 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     ensure!(z == zone0, "m-0 came back in {z}, its disk is in {zone0}");
     eprintln!("node back: old m-0 finalized, new m-0 Ready in {z}");
 
+    // Scale-in keeps claims (Retain): m-3's claim is still there.
     let pvc_count = claims.list(&ListParams::default()).await?.items.len();
-    if pvc_count != 3 {
-        bail!("expected 3 claims, found {pvc_count}");
+    if pvc_count != 4 {
+        bail!("expected 4 claims, found {pvc_count}");
     }
     Ok(())
 }
