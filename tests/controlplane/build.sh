@@ -137,7 +137,7 @@ ensure_etcd_gomod() {
 go_build() {
   local moddir="$1" pkg="$2" out="$BIN_DIR/$3" ldflags="$4" start=$SECONDS
   log "building $3 ($pkg)"
-  (cd "$moddir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+  (cd "$moddir" && go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out.tmp" "$pkg")
   mv -f "$out.tmp" "$out"
   log "built $3 in $((SECONDS - start))s"
 }
