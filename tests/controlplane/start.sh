@@ -53,9 +53,9 @@ for p in "$CP_ETCD_PORT" "$CP_ETCD_PEER_PORT" "$CP_APISERVER_PORT" "$CP_KCM_PORT
   port_busy "$p" && die "127.0.0.1:$p is already in use (another cluster? override the CP_*_PORT variables, see env.sh)"
 done
 [[ "$CP_RUN_DIR" == /?* ]] || die "CP_RUN_DIR must be an absolute path: '$CP_RUN_DIR'"
-# Refuse to wipe a directory that start.sh did not create (CP_RUN_DIR is overridable).
-if [[ -d "$CP_RUN_DIR" && ! -f "$CP_RUN_DIR/.celld-controlplane" ]] \
-  && [[ -n "$(ls -A "$CP_RUN_DIR")" ]]; then
+# Refuse to wipe a directory given as CP_RUN_DIR that start.sh did not create.
+if [[ "$CP_RUN_DIR" != "$CP_CLUSTER_DIR/run" && -d "$CP_RUN_DIR" ]] \
+  && [[ ! -f "$CP_RUN_DIR/.celld-controlplane" && -n "$(ls -A "$CP_RUN_DIR")" ]]; then
   die "$CP_RUN_DIR exists, is not empty and was not made by start.sh; not wiping it"
 fi
 rm -rf "$CP_RUN_DIR"
