@@ -425,3 +425,136 @@ fn claim(c: &PersistentVolumeClaim) -> Result<Claim, ObserveError> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fleet() -> CelldFleet {
+        serde_json::from_value(json!({
+            "apiVersion": "fleet.celld.dev/v1alpha1", "kind": "CelldFleet",
+            "metadata": {"name": "alpha", "namespace": "apps", "uid": "f-uid",
+                         "resourceVersion": "7", "generation": 2,
+                         "finalizers": ["fleet.celld.dev/lifecycle-protection"]},
+            "spec": {"identity": "7kq2m9x4c1v8b3n6z5h0j2w4r8", "profile": "PersistentFleet",
+                     "runtimeImage": "ghcr.io/ewhauser/celld@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+                     "members": 3, "serviceAccountName": "runtime",
+                     "storage": {"bucket": "alpha-bucket", "region": "us-east-1", "storageClassName": "gp3"},
+                     "placement": {"zones": ["us-east-1a", "us-east-1b", "us-east-1c"]}}
+        }))
+        .unwrap()
+    }
+
+    fn sts() -> StatefulSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "alpha", "uid": "sts-uid", "resourceVersion": "100", "generation": 4,
+                         "labels": {"fleet.celld.dev/identity": "7kq2m9x4c1v8b3n6z5h0j2w4r8"}},
+            "spec": {"replicas": 3, "selector": {}, "serviceName": "alpha-peers", "template": {}},
+            "status": {"observedGeneration": 4, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
+                       "currentRevision": "r1", "updateRevision": "r1"}
+        }))
+        .unwrap()
+    }
+
+    fn pod() -> serde_json::Value {
+        json!({
+            "metadata": {"name": "alpha-1", "uid": "p-uid", "resourceVersion": "201",
+                         "creationTimestamp": "2026-11-29T00:00:00Z",
+                         "labels": {"fleet.celld.dev/identity": "7kq2m9x4c1v8b3n6z5h0j2w4r8",
+                                    "fleet.celld.dev/replacement-fleet": "7kq2m9x4c1v8b3n6z5h0j2w4r8"},
+                         "annotations": {"fleet.celld.dev/replacement-claim": "{\"identity\":\"7kq2m9x4c1v8b3n6z5h0j2w4r8\",\"claimUid\":\"c-uid\",\"claimResourceVersion\":\"301\",\"committed\":false}"},
+                         "finalizers": ["fleet.celld.dev/replacing-disk"],
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "alpha",
+                                              "uid": "sts-uid", "controller": true}]},
+            "spec": {"containers": [], "nodeName": "node-1"},
+            "status": {"phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-29T00:05:00Z"}],
+                       "containerStatuses": [{"name": "celld", "image": "x", "imageID": "", "ready": false,
+                                              "restartCount": 3,
+                                              "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                              "lastState": {"terminated": {"exitCode": 3, "finishedAt": "2026-11-29T00:06:00Z"}}}]}
+        })
+    }
+
+    fn claim() -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": "data-alpha-1", "uid": "c-uid", "resourceVersion": "301",
+                         "creationTimestamp": "2026-11-28T00:00:00Z"},
+            "status": {"phase": "Lost"}
+        }))
+        .unwrap()
+    }
+
+    fn observe(pods: &[KPod]) -> Result<Snapshot, ObserveError> {
+        let f = fleet();
+        let s = sts();
+        let c = [claim()];
+        snapshot(Inputs {
+            fleet: &f,
+            workload: Some(WorkloadObject::StatefulSet(&s)),
+            pods,
+            claims: &c,
+            replica_sets: &[],
+            node_zones: &BTreeMap::from([("node-1".to_string(), "us-east-1b".to_string())]),
+            infrastructure: &Infrastructure::default(),
+            capacity: &CapacitySignal::default(),
+        })
+    }
+
+    #[test]
+    fn converts_every_fact_the_rules_use() {
+        let p: KPod = serde_json::from_value(pod()).unwrap();
+        let s = observe(&[p]).unwrap();
+        assert_eq!(s.fleet.members, Some(3));
+        assert!(s.fleet.has_finalizer && s.fleet.stateful_set);
+        let w = s.workload.as_ref().unwrap();
+        assert!(w.rolled_out());
+        let p = &s.pods[0];
+        assert_eq!(p.controller.as_ref().unwrap().uid, "sts-uid");
+        assert_eq!(p.zone.as_deref(), Some("us-east-1b"));
+        assert!(p.crash_loop_backoff && p.replacement_finalizer);
+        assert_eq!(p.ready.unwrap().status, CondStatus::False);
+        assert_eq!(p.not_ready_since().rfc3339(), "2026-11-29T00:05:00Z");
+        assert_eq!(
+            p.last_container_exit.unwrap().rfc3339(),
+            "2026-11-29T00:06:00Z"
+        );
+        assert!(
+            matches!(&p.record, Some(RecordState::Valid(r)) if !r.committed && r.claim_uid == "c-uid")
+        );
+        // The claim has no identity label but sits at a member name: kept, as foreign.
+        assert_eq!(s.claims[0].identity, None);
+        assert_eq!(s.claims[0].phase, ClaimPhase::Lost);
+    }
+
+    #[test]
+    fn refuses_objects_it_cannot_read_in_full() {
+        for field in ["uid", "resourceVersion", "creationTimestamp"] {
+            let mut v = pod();
+            v["metadata"].as_object_mut().unwrap().remove(field);
+            let p: KPod = serde_json::from_value(v).unwrap();
+            let e = observe(&[p]).unwrap_err();
+            assert_eq!(e.kind, "Pod");
+            assert!(e.problem.contains(field), "{e}");
+            assert!(e.to_string().contains("does not act on partial data"));
+        }
+    }
+
+    #[test]
+    fn a_malformed_record_is_kept_as_such_for_the_rules_to_release() {
+        let mut v = pod();
+        v["metadata"]["annotations"]["fleet.celld.dev/replacement-claim"] = json!("{not json");
+        let p: KPod = serde_json::from_value(v).unwrap();
+        let s = observe(&[p]).unwrap();
+        assert!(matches!(s.pods[0].record, Some(RecordState::Malformed(_))));
+    }
+
+    #[test]
+    fn drops_objects_of_other_fleets() {
+        let mut v = pod();
+        v["metadata"]["labels"] = json!({"fleet.celld.dev/identity": "other"});
+        let p: KPod = serde_json::from_value(v).unwrap();
+        assert!(observe(&[p]).unwrap().pods.is_empty());
+    }
+}

@@ -21,6 +21,8 @@ mod disk;
 mod force_delete;
 mod growth;
 mod handoff;
+#[cfg(test)]
+mod proptests;
 mod status;
 #[cfg(test)]
 mod tests;
