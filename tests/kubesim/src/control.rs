@@ -183,12 +183,14 @@ impl ControlClient {
 
     /// Stops a node: no more heartbeats or status writes, its stubs killed.
     pub async fn stop_node(&self, node: &str) -> Result<NodeView> {
-        self.call::<(), _>(Method::POST, &format!("/nodes/{node}/stop"), None).await
+        self.call::<(), _>(Method::POST, &format!("/nodes/{node}/stop"), None)
+            .await
     }
 
     /// Starts a stopped node again.
     pub async fn start_node(&self, node: &str) -> Result<NodeView> {
-        self.call::<(), _>(Method::POST, &format!("/nodes/{node}/start"), None).await
+        self.call::<(), _>(Method::POST, &format!("/nodes/{node}/start"), None)
+            .await
     }
 
     /// Deletes a PV (and strips its protection finalizer): the disk is gone.
@@ -207,7 +209,12 @@ impl ControlClient {
     }
 
     /// Puts a fault on the Pod named `namespace/name` (and on later Pods of that name).
-    pub async fn set_pod_fault(&self, namespace: &str, name: &str, fault: FaultKind) -> Result<FaultApplied> {
+    pub async fn set_pod_fault(
+        &self,
+        namespace: &str,
+        name: &str,
+        fault: FaultKind,
+    ) -> Result<FaultApplied> {
         self.call(
             Method::PUT,
             &format!("/pods/{namespace}/{name}/fault"),
@@ -218,12 +225,21 @@ impl ControlClient {
 
     /// Removes faults on `namespace/name`; returns once the container runs again.
     pub async fn clear_pod_fault(&self, namespace: &str, name: &str) -> Result<FaultApplied> {
-        self.call::<(), _>(Method::DELETE, &format!("/pods/{namespace}/{name}/fault"), None)
-            .await
+        self.call::<(), _>(
+            Method::DELETE,
+            &format!("/pods/{namespace}/{name}/fault"),
+            None,
+        )
+        .await
     }
 
     /// Adds a fault rule by name pattern.
-    pub async fn add_fault(&self, namespace: Option<&str>, pod_glob: &str, fault: FaultKind) -> Result<FaultApplied> {
+    pub async fn add_fault(
+        &self,
+        namespace: Option<&str>,
+        pod_glob: &str,
+        fault: FaultKind,
+    ) -> Result<FaultApplied> {
         let rule = FaultRule {
             id: 0,
             namespace: namespace.map(str::to_string),
@@ -234,6 +250,7 @@ impl ControlClient {
     }
 
     pub async fn delete_fault(&self, id: u64) -> Result<FaultApplied> {
-        self.call::<(), _>(Method::DELETE, &format!("/faults/{id}"), None).await
+        self.call::<(), _>(Method::DELETE, &format!("/faults/{id}"), None)
+            .await
     }
 }

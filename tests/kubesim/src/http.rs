@@ -52,10 +52,19 @@ impl Req {
         })
     }
 
-    pub fn json<T: DeserializeOwned>(&self) -> Result<T, Resp> {
-        let bytes: &[u8] = if self.body.is_empty() { b"{}" } else { &self.body };
-        serde_json::from_slice(bytes)
-            .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}")))
+    /// The body as JSON (an empty body reads as `{}`); the error is a 400 response.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, Box<Resp>> {
+        let bytes: &[u8] = if self.body.is_empty() {
+            b"{}"
+        } else {
+            &self.body
+        };
+        serde_json::from_slice(bytes).map_err(|e| {
+            Box::new(error(
+                StatusCode::BAD_REQUEST,
+                &format!("invalid JSON body: {e}"),
+            ))
+        })
     }
 }
 

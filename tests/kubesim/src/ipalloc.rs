@@ -171,7 +171,11 @@ mod tests {
         assert_eq!(second, Ipv4Addr::new(127, 20, 0, 2));
         a.release(first);
         let third = a.allocate().unwrap();
-        assert_eq!(third, Ipv4Addr::new(127, 20, 0, 3), "freed address not reused at once");
+        assert_eq!(
+            third,
+            Ipv4Addr::new(127, 20, 0, 3),
+            "freed address not reused at once"
+        );
         // Exhaust the rest: the freed one comes back only at the end.
         let mut last = third;
         while let Some(ip) = a.allocate() {
@@ -187,7 +191,10 @@ mod tests {
         let mut a = alloc("127.20.0.0/16");
         assert!(a.reserve(Ipv4Addr::new(127, 20, 3, 7)));
         assert!(!a.reserve(Ipv4Addr::new(127, 20, 3, 7)), "already taken");
-        assert!(!a.reserve(Ipv4Addr::new(127, 21, 0, 1)), "outside the range");
+        assert!(
+            !a.reserve(Ipv4Addr::new(127, 21, 0, 1)),
+            "outside the range"
+        );
         assert!(!a.reserve(Ipv4Addr::new(127, 20, 3, 0)), "unusable");
         a.release(Ipv4Addr::new(127, 20, 3, 7));
         assert!(a.reserve(Ipv4Addr::new(127, 20, 3, 7)));

@@ -22,7 +22,8 @@ pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 pub const SIM_NODE_LABEL: &str = "kubesim.celld.dev/node-prefix";
 pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 pub const STORAGE_PROVISIONER_ANNOTATION: &str = "volume.kubernetes.io/storage-provisioner";
-pub const BETA_STORAGE_PROVISIONER_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-provisioner";
+pub const BETA_STORAGE_PROVISIONER_ANNOTATION: &str =
+    "volume.beta.kubernetes.io/storage-provisioner";
 pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
 pub const PV_PROTECTION_FINALIZER: &str = "kubernetes.io/pv-protection";
 /// Pod annotation: initial stub mode (JSON) passed to the stub as `CELLD_STUB_MODE`.
@@ -313,8 +314,13 @@ pub fn pv_reclaimable(pv: &PersistentVolume, provisioner: &str) -> bool {
 pub enum ContainerView {
     /// Waiting, with a kubelet reason: `ContainerCreating`, `ErrImagePull`,
     /// `ImagePullBackOff`, `CreateContainerConfigError`, `CrashLoopBackOff`.
-    Waiting { reason: String, message: String },
-    Running { started_at: Timestamp },
+    Waiting {
+        reason: String,
+        message: String,
+    },
+    Running {
+        started_at: Timestamp,
+    },
 }
 
 /// How the previous container instance ended (`lastState.terminated`).
@@ -350,9 +356,9 @@ pub fn image_id(image: &str) -> String {
     if image.contains("@sha256:") {
         return image.to_string();
     }
-    let repo = image.rsplit_once(':').map_or(image, |(r, t)| {
-        if t.contains('/') { image } else { r }
-    });
+    let repo = image
+        .rsplit_once(':')
+        .map_or(image, |(r, t)| if t.contains('/') { image } else { r });
     let mut hex = String::new();
     for round in 0u64..4 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ round;
@@ -376,10 +382,18 @@ fn existing_transition(pod: &Pod, ty: &str, status: &str) -> Option<String> {
         .map(|t| rfc3339(t.0))
 }
 
-fn condition(pod: &Pod, ty: &str, ok: bool, reason: Option<&str>, message: Option<String>, now: &str) -> Value {
+fn condition(
+    pod: &Pod,
+    ty: &str,
+    ok: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+    now: &str,
+) -> Value {
     let status = if ok { "True" } else { "False" };
     let since = existing_transition(pod, ty, status).unwrap_or_else(|| now.to_string());
-    let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
+    let mut c =
+        json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
     if let Some(r) = reason {
         c["reason"] = json!(r);
     }
@@ -395,7 +409,9 @@ pub fn pod_status(input: &PodStatusInput<'_>) -> Value {
     let pod = input.pod;
     let now = rfc3339(input.now);
     let spec = pod.spec.as_ref();
-    let containers: Vec<&Container> = spec.map(|s| s.containers.iter().collect()).unwrap_or_default();
+    let containers: Vec<&Container> = spec
+        .map(|s| s.containers.iter().collect())
+        .unwrap_or_default();
     let init_containers: Vec<&Container> = spec
         .and_then(|s| s.init_containers.as_ref())
         .map(|c| c.iter().collect())
@@ -419,7 +435,14 @@ pub fn pod_status(input: &PodStatusInput<'_>) -> Value {
     let conditions = json!([
         condition(pod, "PodReadyToStartContainers", sandbox, None, None, &now),
         condition(pod, "Initialized", true, None, None, &now),
-        condition(pod, "ContainersReady", input.ready, ready_reason, ready_msg.clone(), &now),
+        condition(
+            pod,
+            "ContainersReady",
+            input.ready,
+            ready_reason,
+            ready_msg.clone(),
+            &now
+        ),
         condition(pod, "Ready", input.ready, ready_reason, ready_msg, &now),
         condition(pod, "PodScheduled", true, None, None, &now),
     ]);
@@ -566,7 +589,13 @@ pub fn status_signature(status: Option<&PodStatus>) -> StatusSignature {
                     }
                 })
                 .unwrap_or_default();
-            (c.name.clone(), c.ready, c.started.unwrap_or(false), c.restart_count, state)
+            (
+                c.name.clone(),
+                c.ready,
+                c.started.unwrap_or(false),
+                c.restart_count,
+                state,
+            )
         })
         .collect();
     containers.sort();
@@ -631,11 +660,18 @@ pub fn readiness_probe(pod: &Pod, default_period_s: u32) -> ReadinessProbe {
             .and_then(|cp| u16::try_from(cp.container_port).ok())
             .unwrap_or(8080),
     };
-    let pos = |v: Option<i32>, d: u32| v.and_then(|x| u32::try_from(x).ok()).filter(|x| *x > 0).unwrap_or(d);
+    let pos = |v: Option<i32>, d: u32| {
+        v.and_then(|x| u32::try_from(x).ok())
+            .filter(|x| *x > 0)
+            .unwrap_or(d)
+    };
     ReadinessProbe {
         path: get.path.clone().unwrap_or_else(|| "/".to_string()),
         port,
-        initial_delay_s: p.initial_delay_seconds.and_then(|x| u32::try_from(x).ok()).unwrap_or(0),
+        initial_delay_s: p
+            .initial_delay_seconds
+            .and_then(|x| u32::try_from(x).ok())
+            .unwrap_or(0),
         period_s: pos(p.period_seconds, 10),
         timeout_s: pos(p.timeout_seconds, 1),
         success_threshold: pos(p.success_threshold, 1),
@@ -764,9 +800,19 @@ pub fn container_env(
     for ef in c.env_from.iter().flatten() {
         let prefix = ef.prefix.clone().unwrap_or_default();
         let (src, name, optional, kind) = if let Some(s) = &ef.secret_ref {
-            (data.secrets.get(&s.name), &s.name, s.optional.unwrap_or(false), "secret")
+            (
+                data.secrets.get(&s.name),
+                &s.name,
+                s.optional.unwrap_or(false),
+                "secret",
+            )
         } else if let Some(m) = &ef.config_map_ref {
-            (data.config_maps.get(&m.name), &m.name, m.optional.unwrap_or(false), "configmap")
+            (
+                data.config_maps.get(&m.name),
+                &m.name,
+                m.optional.unwrap_or(false),
+                "configmap",
+            )
         } else {
             continue;
         };
@@ -800,7 +846,10 @@ pub fn container_env(
                     Some(Some(v)) => v.clone(),
                     _ if m.optional.unwrap_or(false) => continue,
                     Some(None) => {
-                        return Err(format!("couldn't find key {} in ConfigMap {}", m.key, m.name));
+                        return Err(format!(
+                            "couldn't find key {} in ConfigMap {}",
+                            m.key, m.name
+                        ));
                     }
                     None => return Err(format!("configmap \"{}\" not found", m.name)),
                 }
@@ -831,7 +880,9 @@ fn resource_value(c: &Container, resource: &str) -> String {
     } else {
         res.and_then(|r| r.limits.as_ref())
     };
-    map.and_then(|m| m.get(name)).map(|q| q.0.clone()).unwrap_or_else(|| "0".into())
+    map.and_then(|m| m.get(name))
+        .map(|q| q.0.clone())
+        .unwrap_or_else(|| "0".into())
 }
 
 /// `*` and `?` glob match (used for fault rules keyed by Pod name pattern).

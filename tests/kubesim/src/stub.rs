@@ -119,7 +119,9 @@ impl StubMode {
             bail!("mode must be a JSON object");
         };
         let mut current = serde_json::to_value(self)?;
-        let obj = current.as_object_mut().expect("struct serializes to an object");
+        let obj = current
+            .as_object_mut()
+            .expect("struct serializes to an object");
         for (k, v) in patch {
             if !obj.contains_key(k) {
                 bail!(
@@ -186,7 +188,10 @@ const REMOVED_VARS: [&str; 6] = [
 /// `CELLD_SHUTDOWN_TOTAL_MS` or `CELLD_NODE` stop startup.
 pub fn validate_env(env: &BTreeMap<String, String>) -> Result<()> {
     for k in env.keys() {
-        if REMOVED_VARS.contains(&k.as_str()) || k.starts_with("CELLD_VAR_") || k == "CELLD_VARS_FILE" {
+        if REMOVED_VARS.contains(&k.as_str())
+            || k.starts_with("CELLD_VAR_")
+            || k == "CELLD_VARS_FILE"
+        {
             bail!("{k} was removed from celld; set CELLD_SHUTDOWN_TOTAL_MS only / remove it");
         }
     }
@@ -200,7 +205,8 @@ pub fn validate_env(env: &BTreeMap<String, String>) -> Result<()> {
         let ok = (1..=128).contains(&n.len())
             && n != "."
             && n != ".."
-            && n.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
         if !ok {
             bail!("CELLD_NODE {n:?} must be 1-128 characters of [A-Za-z0-9._-]");
         }
@@ -257,7 +263,8 @@ impl StubConfig {
         }
         if let Some(path) = env.get("CELLD_STUB_MODE_FILE") {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-            let patch: Value = serde_json::from_str(&text).with_context(|| format!("parsing {path}"))?;
+            let patch: Value =
+                serde_json::from_str(&text).with_context(|| format!("parsing {path}"))?;
             mode = mode.merged(&patch)?;
         }
         if let Some(json) = env.get("CELLD_STUB_MODE").filter(|s| !s.trim().is_empty()) {
@@ -495,8 +502,10 @@ impl Stub {
                 StatusCode::SERVICE_UNAVAILABLE,
                 &json!({"ok": false, "draining": true}),
             );
-            r.headers_mut().insert("retry-after", "1".parse().expect("valid"));
-            r.headers_mut().insert("connection", "close".parse().expect("valid"));
+            r.headers_mut()
+                .insert("retry-after", "1".parse().expect("valid"));
+            r.headers_mut()
+                .insert("connection", "close".parse().expect("valid"));
             return r;
         }
         http::json(StatusCode::NOT_FOUND, &json!({"error": "not_found"}))
@@ -510,7 +519,10 @@ impl Stub {
                 let application = req.query_param("view") == Some("application");
                 match mode.observation {
                     Observation::Unavailable => {
-                        return http::json(StatusCode::SERVICE_UNAVAILABLE, &json!({"error": "unavailable"}));
+                        return http::json(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            &json!({"error": "unavailable"}),
+                        );
                     }
                     Observation::Malformed => {
                         return http::raw(
@@ -554,7 +566,7 @@ impl Stub {
             (Method::PUT | Method::POST | Method::PATCH, ["__stub", "mode"]) => {
                 let patch: Value = match req.json() {
                     Ok(v) => v,
-                    Err(r) => return r,
+                    Err(r) => return *r,
                 };
                 let mut guard = self.mode.lock().expect("mode lock");
                 match guard.merged(&patch) {
@@ -573,8 +585,13 @@ impl Stub {
     /// Serves both listeners until SIGTERM/SIGINT or `POST /shutdown`, then drains (health
     /// 503) for the drain time and returns.
     pub async fn run(self: Arc<Self>) -> Result<()> {
-        let public = http::bind(SocketAddr::new(self.identity.ip, self.identity.public_port)).await?;
-        let internal = http::bind(SocketAddr::new(self.identity.ip, self.identity.internal_port)).await?;
+        let public =
+            http::bind(SocketAddr::new(self.identity.ip, self.identity.public_port)).await?;
+        let internal = http::bind(SocketAddr::new(
+            self.identity.ip,
+            self.identity.internal_port,
+        ))
+        .await?;
         tracing::info!(
             ip = %self.identity.ip,
             public = self.identity.public_port,
@@ -635,8 +652,10 @@ mod tests {
     use super::*;
 
     fn stub(env: &[(&str, &str)]) -> Arc<Stub> {
-        let env: BTreeMap<String, String> =
-            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Stub::new(StubConfig::from_env(env).unwrap())
     }
 
@@ -663,7 +682,10 @@ mod tests {
         let env: BTreeMap<String, String> = [
             ("KUBESIM_POD_IP", "127.20.0.5"),
             ("CELLD_ADDR", "0.0.0.0:9080"),
-            ("CELLD_STUB_MODE", r#"{"version":"v7","health":"unhealthy"}"#),
+            (
+                "CELLD_STUB_MODE",
+                r#"{"version":"v7","health":"unhealthy"}"#,
+            ),
             ("KUBESIM_IMAGE", "ghcr.io/ewhauser/celld:0.6.0"),
         ]
         .iter()
@@ -701,31 +723,58 @@ mod tests {
     #[test]
     fn health_follows_mode_and_draining() {
         let s = stub(&[("CELLD_NODE", "alpha-1")]);
-        let health = |s: &Stub| s.handle_public(&get("/.well-known/celld/health", None)).status();
+        let health = |s: &Stub| {
+            s.handle_public(&get("/.well-known/celld/health", None))
+                .status()
+        };
         assert_eq!(health(&s), StatusCode::OK);
-        assert_eq!(put_mode(&s, json!({"health": "unhealthy"})).status(), StatusCode::OK);
+        assert_eq!(
+            put_mode(&s, json!({"health": "unhealthy"})).status(),
+            StatusCode::OK
+        );
         assert_eq!(health(&s), StatusCode::SERVICE_UNAVAILABLE);
         put_mode(&s, json!({"health": "healthy"}));
         assert_eq!(health(&s), StatusCode::OK);
         s.begin_drain();
         assert_eq!(health(&s), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(s.handle_public(&get("/anything", None)).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            s.handle_public(&get("/anything", None)).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         assert_eq!(s.state_json()["node_load"]["draining"], json!(true));
     }
 
     #[test]
     fn unknown_mode_fields_are_refused() {
         let s = stub(&[]);
-        assert_eq!(put_mode(&s, json!({"helth": "x"})).status(), StatusCode::BAD_REQUEST);
-        assert_eq!(put_mode(&s, json!({"health": "sick"})).status(), StatusCode::BAD_REQUEST);
-        assert_eq!(s.mode(), StubMode { runtime_version: "celld-stub".into(), ..StubMode::default() });
+        assert_eq!(
+            put_mode(&s, json!({"helth": "x"})).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            put_mode(&s, json!({"health": "sick"})).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            s.mode(),
+            StubMode {
+                runtime_version: "celld-stub".into(),
+                ..StubMode::default()
+            }
+        );
     }
 
     #[test]
     fn state_has_the_fields_the_operator_requires() {
         let s = stub(&[("CELLD_NODE", "alpha-0")]);
         let st = s.state_json();
-        for k in ["capacity_waiting", "activation_waiting", "restoring", "occupied", "owned_cells"] {
+        for k in [
+            "capacity_waiting",
+            "activation_waiting",
+            "restoring",
+            "occupied",
+            "owned_cells",
+        ] {
             assert!(st[k].is_u64(), "{k}");
         }
         for k in [
@@ -741,7 +790,12 @@ mod tests {
             assert!(!st["node_load"][k].is_null(), "node_load.{k}");
         }
         assert_eq!(st["shutdown"]["schema_version"], json!(1));
-        assert!(!st["shutdown"]["runtime_generation"].as_str().unwrap().is_empty());
+        assert!(
+            !st["shutdown"]["runtime_generation"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
         let d = &st["deployment"];
         assert_eq!(d["version"], json!("v1"));
         assert!(d["generation"].as_u64().unwrap() > 0);
@@ -763,13 +817,20 @@ mod tests {
         assert_eq!(v["loaded"]["version"], json!("v1"));
         assert_eq!(v["target"]["version"], json!("v1"));
 
-        put_mode(&s, json!({"version": "v2", "targetVersion": "v3", "pendingCells": 2}));
+        put_mode(
+            &s,
+            json!({"version": "v2", "targetVersion": "v3", "pendingCells": 2}),
+        );
         let v = s.application_json();
         assert_eq!(v["loaded"]["version"], json!("v2"));
         assert_eq!(v["target"]["version"], json!("v3"));
         assert_eq!(v["pending_cells"], json!(2));
         let cells = s.state_json()["deployment"]["cells"].clone();
-        assert_eq!(cells["cell-0"], json!(0), "a pending cell lags the node generation");
+        assert_eq!(
+            cells["cell-0"],
+            json!(0),
+            "a pending cell lags the node generation"
+        );
 
         put_mode(&s, json!({"observation": "stale"}));
         let age = now_ms() - s.application_json()["sampled_at_ms"].as_u64().unwrap();
@@ -797,7 +858,13 @@ mod tests {
             body: Default::default(),
         });
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(s.handle_internal(&get("/shutdown", None)).status(), StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(s.handle_internal(&get("/nope", None)).status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            s.handle_internal(&get("/shutdown", None)).status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            s.handle_internal(&get("/nope", None)).status(),
+            StatusCode::NOT_FOUND
+        );
     }
 }

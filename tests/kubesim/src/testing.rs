@@ -73,7 +73,11 @@ impl Cluster {
         // SAFETY: flock on a file descriptor we own; blocks until the lock is ours.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
         if rc != 0 {
-            bail!("flock {}: {}", path.display(), std::io::Error::last_os_error());
+            bail!(
+                "flock {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
         }
         Ok(ClusterLock { _file: file })
     }
@@ -95,7 +99,10 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<Client> {
 /// Whether the cluster answers `/readyz`, and why not.
 pub async fn probe_cluster(path: &Path) -> Result<Cluster> {
     if !path.exists() {
-        bail!("{} does not exist (is tests/controlplane/start.sh running?)", path.display());
+        bail!(
+            "{} does not exist (is tests/controlplane/start.sh running?)",
+            path.display()
+        );
     }
     let client = client_from_kubeconfig(path).await?;
     let req = http_req("/readyz")?;
@@ -232,7 +239,11 @@ pub struct KubeSimOptions {
 impl Default for KubeSimOptions {
     fn default() -> Self {
         Self {
-            zones: vec!["us-east-1a".into(), "us-east-1b".into(), "us-east-1c".into()],
+            zones: vec![
+                "us-east-1a".into(),
+                "us-east-1b".into(),
+                "us-east-1c".into(),
+            ],
             nodes_per_zone: 2,
             lease_seconds: 2,
             crash_backoff_seconds: 3,
@@ -293,7 +304,11 @@ impl KubeSim {
             .arg("--data-dir")
             .arg(&dir)
             .args(&opts.extra_args)
-            .env("RUST_LOG", std::env::var("KUBESIM_LOG").unwrap_or_else(|_| "info,kube_client=warn,kube_runtime=warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("KUBESIM_LOG")
+                    .unwrap_or_else(|_| "info,kube_client=warn,kube_runtime=warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(logf.try_clone()?)
             .stderr(logf);
@@ -316,7 +331,9 @@ impl KubeSim {
             node_names: opts
                 .zones
                 .iter()
-                .flat_map(|z| (0..opts.nodes_per_zone).map(move |i| crate::objects::node_name("sim", z, i)))
+                .flat_map(|z| {
+                    (0..opts.nodes_per_zone).map(move |i| crate::objects::node_name("sim", z, i))
+                })
                 .collect(),
         };
         let addr = wait_for("kubesim control address", Duration::from_secs(30), || {
@@ -351,7 +368,9 @@ impl KubeSim {
     }
 
     fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// The last `n` lines of kubesim's log, for failure messages.
@@ -359,7 +378,11 @@ impl KubeSim {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let start = lines.len().saturating_sub(n);
-        format!("--- kubesim log ({}) ---\n{}", self.log.display(), lines[start..].join("\n"))
+        format!(
+            "--- kubesim log ({}) ---\n{}",
+            self.log.display(),
+            lines[start..].join("\n")
+        )
     }
 
     /// The log of a Pod's stub (all its restarts).
@@ -408,11 +431,14 @@ impl Drop for KubeSim {
 /// Whether a Node's Ready condition is True.
 pub fn node_ready(node: &Node) -> bool {
     condition_status(
-        node.status.as_ref().and_then(|s| s.conditions.as_ref()).map(|c| {
-            c.iter()
-                .map(|c| (c.type_.as_str(), c.status.as_str()))
-                .collect::<Vec<_>>()
-        }),
+        node.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|c| {
+                c.iter()
+                    .map(|c| (c.type_.as_str(), c.status.as_str()))
+                    .collect::<Vec<_>>()
+            }),
         "Ready",
     ) == Some("True".into())
 }

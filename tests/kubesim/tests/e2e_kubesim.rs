@@ -132,7 +132,8 @@ async fn wait_ready(pods: &Api<Pod>, name: &str, timeout: Duration) -> Result<Po
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()> {
-    let Some(cluster) = e2e_cluster("kubesim_runs_zone_spread_statefulset_and_injects_faults").await
+    let Some(cluster) =
+        e2e_cluster("kubesim_runs_zone_spread_statefulset_and_injects_faults").await
     else {
         return Ok(());
     };
@@ -200,7 +201,12 @@ async fn diagnostics(client: &Client, ns: &str) -> String {
                 waiting_reason(&p),
                 st.and_then(|s| s.conditions.as_ref()).map(|c| c
                     .iter()
-                    .map(|c| format!("{}={}:{}", c.type_, c.status, c.message.clone().unwrap_or_default()))
+                    .map(|c| format!(
+                        "{}={}:{}",
+                        c.type_,
+                        c.status,
+                        c.message.clone().unwrap_or_default()
+                    ))
                     .collect::<Vec<_>>()),
             ));
         }
@@ -247,15 +253,30 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     for i in 0..3 {
         let name = format!("m-{i}");
         let pod = wait_ready(&pods, &name, Duration::from_secs(180)).await?;
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).context("unbound")?;
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .context("unbound")?;
         let zone = node_zone(client, &node).await?;
         let claim = claims.get(&format!("data-m-{i}")).await?;
         let phase = claim.status.as_ref().and_then(|s| s.phase.clone());
-        ensure!(phase.as_deref() == Some("Bound"), "claim data-m-{i} is {phase:?}");
-        let pv_name = claim.spec.as_ref().and_then(|s| s.volume_name.clone()).context("no PV")?;
+        ensure!(
+            phase.as_deref() == Some("Bound"),
+            "claim data-m-{i} is {phase:?}"
+        );
+        let pv_name = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.clone())
+            .context("no PV")?;
         let pv = pvs.get(&pv_name).await?;
         ensure!(
-            pv.metadata.annotations.as_ref().and_then(|a| a.get(PROVISIONED_BY_ANNOTATION)).map(String::as_str)
+            pv.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
+                .map(String::as_str)
                 == Some(PROVISIONER),
             "PV {pv_name} not provisioned by kubesim"
         );
@@ -268,29 +289,47 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
         zones.insert(zone.clone());
         member_zone.push((name, node, zone, pv_name));
     }
-    ensure!(zones.len() == 3, "members not spread over three zones: {member_zone:?}");
+    ensure!(
+        zones.len() == 3,
+        "members not spread over three zones: {member_zone:?}"
+    );
 
     // 2. The stubs answer on their Pod IPs with the member's identity and disk.
     let state = sim.control.state().await?;
     for (name, _, _, pv_name) in &member_zone {
-        let view = state.pod(ns, name).context("kubesim does not list the pod")?;
+        let view = state
+            .pod(ns, name)
+            .context("kubesim does not list the pod")?;
         let pod = pods.get(name).await?;
         let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
-        ensure!(pod_ip.as_deref() == Some(view.ip.as_str()), "podIP {pod_ip:?} != {}", view.ip);
+        ensure!(
+            pod_ip.as_deref() == Some(view.ip.as_str()),
+            "podIP {pod_ip:?} != {}",
+            view.ip
+        );
         let st: serde_json::Value = http
-            .get(&format!("http://{}:8081/state", view.ip), Duration::from_secs(2))
+            .get(
+                &format!("http://{}:8081/state", view.ip),
+                Duration::from_secs(2),
+            )
             .await?
             .ok()?
             .json()?;
         ensure!(st["shutdown"]["schema_version"] == 1, "bad /state: {st}");
         let info: serde_json::Value = http
-            .get(&format!("http://{}:8081/__stub/info", view.ip), Duration::from_secs(2))
+            .get(
+                &format!("http://{}:8081/__stub/info", view.ip),
+                Duration::from_secs(2),
+            )
             .await?
             .ok()?
             .json()?;
         ensure!(info["member"] == json!(name), "member id {info}");
         let disk = info["disks"]["data"]["diskId"].as_str().unwrap_or_default();
-        ensure!(disk.starts_with(pv_name.as_str()), "disk id {disk:?} is not {pv_name}");
+        ensure!(
+            disk.starts_with(pv_name.as_str()),
+            "disk id {disk:?} is not {pv_name}"
+        );
     }
 
     // 3. Graceful deletion on a live node: SIGTERM, drain, finalize; the StatefulSet
@@ -298,28 +337,62 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     let old = pods.get("m-2").await?;
     let old_uid = old.metadata.uid.clone().unwrap_or_default();
     pods.delete("m-2", &DeleteParams::default()).await?;
-    let back = wait_for("m-2 replaced by a new Ready pod", Duration::from_secs(120), || async {
-        Ok(get_pod(&pods, "m-2")
-            .await?
-            .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()) && pod_ready(p)))
-    })
+    let back = wait_for(
+        "m-2 replaced by a new Ready pod",
+        Duration::from_secs(120),
+        || async {
+            Ok(get_pod(&pods, "m-2")
+                .await?
+                .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()) && pod_ready(p)))
+        },
+    )
     .await?;
-    let back_zone = node_zone(client, back.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default()).await?;
-    ensure!(back_zone == member_zone[2].2, "m-2 came back in {back_zone}, its disk is in {}", member_zone[2].2);
+    let back_zone = node_zone(
+        client,
+        back.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default(),
+    )
+    .await?;
+    ensure!(
+        back_zone == member_zone[2].2,
+        "m-2 came back in {back_zone}, its disk is in {}",
+        member_zone[2].2
+    );
     eprintln!("graceful delete: m-2 finalized and recreated in {back_zone}");
 
     // 4. Crash loop and image pull faults on m-2, then undone.
-    let applied = sim.control.set_pod_fault(ns, "m-2", FaultKind::CrashLoop).await?;
-    ensure!(applied.pods == vec![format!("{ns}/m-2")], "fault applied to {:?}", applied.pods);
+    let applied = sim
+        .control
+        .set_pod_fault(ns, "m-2", FaultKind::CrashLoop)
+        .await?;
+    ensure!(
+        applied.pods == vec![format!("{ns}/m-2")],
+        "fault applied to {:?}",
+        applied.pods
+    );
     let p = pods.get("m-2").await?;
-    ensure!(waiting_reason(&p).as_deref() == Some("CrashLoopBackOff"), "m-2 waiting {:?}", waiting_reason(&p));
+    ensure!(
+        waiting_reason(&p).as_deref() == Some("CrashLoopBackOff"),
+        "m-2 waiting {:?}",
+        waiting_reason(&p)
+    );
     ensure!(!pod_ready(&p), "crash-looping m-2 is Ready");
     let rc = restart_count(&p);
-    wait_for("m-2 restartCount to grow", Duration::from_secs(30), || async {
-        Ok(get_pod(&pods, "m-2").await?.filter(|p| restart_count(p) > rc))
-    })
+    wait_for(
+        "m-2 restartCount to grow",
+        Duration::from_secs(30),
+        || async {
+            Ok(get_pod(&pods, "m-2")
+                .await?
+                .filter(|p| restart_count(p) > rc))
+        },
+    )
     .await?;
-    sim.control.set_pod_fault(ns, "m-2", FaultKind::ImagePull).await?;
+    sim.control
+        .set_pod_fault(ns, "m-2", FaultKind::ImagePull)
+        .await?;
     let p = pods.get("m-2").await?;
     let reason = waiting_reason(&p);
     ensure!(
@@ -328,33 +401,60 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     );
     sim.control.clear_pod_fault(ns, "m-2").await?;
     wait_ready(&pods, "m-2", Duration::from_secs(30)).await?;
-    eprintln!("faults: crash loop (restartCount grew past {rc}) and image pull shown, then cleared");
+    eprintln!(
+        "faults: crash loop (restartCount grew past {rc}) and image pull shown, then cleared"
+    );
 
     // 4b. A fault keyed by name before the Pod exists: m-3 never pulls its image.
-    let rule = sim.control.add_fault(Some(ns), "*-3", FaultKind::ImagePull).await;
+    let rule = sim
+        .control
+        .add_fault(Some(ns), "*-3", FaultKind::ImagePull)
+        .await;
     ensure!(rule.is_ok(), "glob rule refused: {rule:?}");
     let rule = rule?.rule.context("no rule")?;
     let sts: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
     let scale = |n: i32| json!({"spec": {"replicas": n}});
-    sts.patch("m", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale(4)))
-        .await?;
-    let p = wait_for("m-3 waiting on its image", Duration::from_secs(120), || async {
-        Ok(get_pod(&pods, "m-3").await?.filter(|p| {
-            matches!(waiting_reason(p).as_deref(), Some("ErrImagePull" | "ImagePullBackOff"))
-        }))
-    })
+    sts.patch(
+        "m",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&scale(4)),
+    )
+    .await?;
+    let p = wait_for(
+        "m-3 waiting on its image",
+        Duration::from_secs(120),
+        || async {
+            Ok(get_pod(&pods, "m-3").await?.filter(|p| {
+                matches!(
+                    waiting_reason(p).as_deref(),
+                    Some("ErrImagePull" | "ImagePullBackOff")
+                )
+            }))
+        },
+    )
     .await?;
     ensure!(!pod_ready(&p), "m-3 Ready without its image");
-    ensure!(p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"), "m-3 not Pending");
+    ensure!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"),
+        "m-3 not Pending"
+    );
     sim.control.delete_fault(rule.id).await?;
     wait_ready(&pods, "m-3", Duration::from_secs(60)).await?;
-    sts.patch("m", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale(3)))
-        .await?;
-    wait_for("m-3 gone after scale-in", Duration::from_secs(60), || async {
-        Ok(get_pod(&pods, "m-3").await?.is_none().then_some(()))
-    })
+    sts.patch(
+        "m",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&scale(3)),
+    )
     .await?;
-    eprintln!("name-keyed fault: m-3 stuck on its image until the rule went, then Ready; scaled back to 3");
+    wait_for(
+        "m-3 gone after scale-in",
+        Duration::from_secs(60),
+        || async { Ok(get_pod(&pods, "m-3").await?.is_none().then_some(())) },
+    )
+    .await?;
+    eprintln!(
+        "name-keyed fault: m-3 stuck on its image until the rule went, then Ready; scaled back to 3"
+    );
 
     // 5. Node loss: stop m-0's node, delete m-0. Nobody finalizes it: it stays Terminating
     //    past its grace period, as on a real cluster.
@@ -364,23 +464,43 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     let view = sim.control.state().await?;
     let ip0 = view.pod(ns, "m-0").context("m-0 not listed")?.ip.clone();
     ensure!(
-        http.get(&format!("http://{ip0}:8080/.well-known/celld/health"), Duration::from_secs(1)).await.is_err(),
+        http.get(
+            &format!("http://{ip0}:8080/.well-known/celld/health"),
+            Duration::from_secs(1)
+        )
+        .await
+        .is_err(),
         "m-0's stub still answers on a stopped node"
     );
     let nodes: Api<Node> = Api::all(client.clone());
-    wait_for(&format!("node {node0} no longer Ready"), Duration::from_secs(90), || async {
-        let n = nodes.get(&node0).await?;
-        Ok((!kubesim::testing::node_ready(&n)).then_some(()))
-    })
+    wait_for(
+        &format!("node {node0} no longer Ready"),
+        Duration::from_secs(90),
+        || async {
+            let n = nodes.get(&node0).await?;
+            Ok((!kubesim::testing::node_ready(&n)).then_some(()))
+        },
+    )
     .await?;
     let m0 = pods.get("m-0").await?;
     let m0_uid = m0.metadata.uid.clone().unwrap_or_default();
     pods.delete("m-0", &DeleteParams::default()).await?;
     tokio::time::sleep(Duration::from_secs(GRACE_S as u64 + 10)).await;
-    let still = get_pod(&pods, "m-0").await?.context("m-0 vanished while its node is down")?;
-    ensure!(still.metadata.uid.as_deref() == Some(m0_uid.as_str()), "m-0 was replaced");
-    ensure!(still.metadata.deletion_timestamp.is_some(), "m-0 not terminating");
-    eprintln!("node loss: m-0 still Terminating {}s after deletion (grace {GRACE_S}s)", GRACE_S + 10);
+    let still = get_pod(&pods, "m-0")
+        .await?
+        .context("m-0 vanished while its node is down")?;
+    ensure!(
+        still.metadata.uid.as_deref() == Some(m0_uid.as_str()),
+        "m-0 was replaced"
+    );
+    ensure!(
+        still.metadata.deletion_timestamp.is_some(),
+        "m-0 not terminating"
+    );
+    eprintln!(
+        "node loss: m-0 still Terminating {}s after deletion (grace {GRACE_S}s)",
+        GRACE_S + 10
+    );
 
     // 6. Lost volume: delete m-1's PV; the PV controller marks the claim Lost.
     let deleted = sim.control.delete_claim_volume(ns, "data-m-1").await?;
@@ -395,13 +515,24 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     // 7. The node comes back: the Terminating m-0 is finalized, the StatefulSet recreates
     //    it, and its zone-pinned disk brings it back to the same zone.
     sim.control.start_node(&node0).await?;
-    let back = wait_for("m-0 recreated and Ready", Duration::from_secs(180), || async {
-        Ok(get_pod(&pods, "m-0")
-            .await?
-            .filter(|p| p.metadata.uid.as_deref() != Some(m0_uid.as_str()) && pod_ready(p)))
-    })
+    let back = wait_for(
+        "m-0 recreated and Ready",
+        Duration::from_secs(180),
+        || async {
+            Ok(get_pod(&pods, "m-0")
+                .await?
+                .filter(|p| p.metadata.uid.as_deref() != Some(m0_uid.as_str()) && pod_ready(p)))
+        },
+    )
     .await?;
-    let z = node_zone(client, back.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default()).await?;
+    let z = node_zone(
+        client,
+        back.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default(),
+    )
+    .await?;
     ensure!(z == zone0, "m-0 came back in {z}, its disk is in {zone0}");
     eprintln!("node back: old m-0 finalized, new m-0 Ready in {z}");
 
@@ -423,17 +554,26 @@ async fn cleanup(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Res
     delete_namespace(&cluster.client, ns, Duration::from_secs(180)).await?;
     // Released volumes (policy Delete) are deleted by kubesim's provisioner.
     let pvs: Api<PersistentVolume> = Api::all(cluster.client.clone());
-    wait_for("the test's volumes to be reclaimed", Duration::from_secs(120), || async {
-        let left: Vec<String> = pvs
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|pv| pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()) == Some(class))
-            .filter_map(|pv| pv.metadata.name)
-            .collect();
-        Ok(left.is_empty().then_some(()))
-    })
+    wait_for(
+        "the test's volumes to be reclaimed",
+        Duration::from_secs(120),
+        || async {
+            let left: Vec<String> = pvs
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|pv| {
+                    pv.spec
+                        .as_ref()
+                        .and_then(|s| s.storage_class_name.as_deref())
+                        == Some(class)
+                })
+                .filter_map(|pv| pv.metadata.name)
+                .collect();
+            Ok(left.is_empty().then_some(()))
+        },
+    )
     .await?;
     Api::<StorageClass>::all(cluster.client.clone())
         .delete(class, &DeleteParams::default())

@@ -47,15 +47,26 @@ async fn stub_serves_changes_mode_and_drains_on_sigterm() -> Result<()> {
         .ok()?
         .json()?;
     ensure!(app["loaded"]["version"] == "v5", "{app}");
-    let info: serde_json::Value = http.get(&format!("http://{ip}:8081/__stub/info"), T).await?.json()?;
+    let info: serde_json::Value = http
+        .get(&format!("http://{ip}:8081/__stub/info"), T)
+        .await?
+        .json()?;
     ensure!(info["member"] == "alpha-1", "{info}");
 
     let r = http
-        .send_json(Method::PUT, &format!("http://{ip}:8081/__stub/mode"), &json!({"observation": "malformed"}), T)
+        .send_json(
+            Method::PUT,
+            &format!("http://{ip}:8081/__stub/mode"),
+            &json!({"observation": "malformed"}),
+            T,
+        )
         .await?;
     ensure!(r.status == StatusCode::OK);
     let r = http.get(&format!("http://{ip}:8081/state"), T).await?;
-    ensure!(serde_json::from_slice::<serde_json::Value>(&r.body).is_err(), "malformed mode gave valid JSON");
+    ensure!(
+        serde_json::from_slice::<serde_json::Value>(&r.body).is_err(),
+        "malformed mode gave valid JSON"
+    );
 
     // SIGTERM: health 503 at once, exit 0 after the drain (800 ms).
     let started = Instant::now();
@@ -65,16 +76,27 @@ async fn stub_serves_changes_mode_and_drains_on_sigterm() -> Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(150)).await;
     let r = http.get(&health, T).await?;
-    ensure!(r.status == StatusCode::SERVICE_UNAVAILABLE, "draining health {}", r.status);
+    ensure!(
+        r.status == StatusCode::SERVICE_UNAVAILABLE,
+        "draining health {}",
+        r.status
+    );
     let status = loop {
         if let Some(st) = child.try_wait()? {
             break st;
         }
-        ensure!(started.elapsed() < Duration::from_secs(10), "stub did not exit");
+        ensure!(
+            started.elapsed() < Duration::from_secs(10),
+            "stub did not exit"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     ensure!(status.success(), "exit {status}");
-    ensure!(started.elapsed() >= Duration::from_millis(700), "drained only {:?}", started.elapsed());
+    ensure!(
+        started.elapsed() >= Duration::from_millis(700),
+        "drained only {:?}",
+        started.elapsed()
+    );
     Ok(())
 }
 

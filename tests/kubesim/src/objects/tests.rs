@@ -1,6 +1,6 @@
 use super::*;
-use k8s_openapi::api::core::v1::{Node, PodStatus};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, PodStatus};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
@@ -94,7 +94,10 @@ fn claims_are_provisioned_only_when_both_annotations_name_us() {
         (SELECTED_NODE_ANNOTATION, "sim-us-east-1a-0"),
         (STORAGE_PROVISIONER_ANNOTATION, P),
     ]);
-    assert_eq!(claim_wants_volume(&both, Some(&wffc), P), Some("sim-us-east-1a-0"));
+    assert_eq!(
+        claim_wants_volume(&both, Some(&wffc), P),
+        Some("sim-us-east-1a-0")
+    );
     // Scheduler has not picked a node yet.
     let no_node = claim(&[(STORAGE_PROVISIONER_ANNOTATION, P)]);
     assert_eq!(claim_wants_volume(&no_node, Some(&wffc), P), None);
@@ -102,10 +105,16 @@ fn claims_are_provisioned_only_when_both_annotations_name_us() {
     let no_prov = claim(&[(SELECTED_NODE_ANNOTATION, "n")]);
     assert_eq!(claim_wants_volume(&no_prov, Some(&wffc), P), None);
     // Someone else's provisioner.
-    let other = claim(&[(SELECTED_NODE_ANNOTATION, "n"), (STORAGE_PROVISIONER_ANNOTATION, "ebs.csi.aws.com")]);
+    let other = claim(&[
+        (SELECTED_NODE_ANNOTATION, "n"),
+        (STORAGE_PROVISIONER_ANNOTATION, "ebs.csi.aws.com"),
+    ]);
     assert_eq!(claim_wants_volume(&other, Some(&wffc), P), None);
     // Immediate binding classes and unknown classes are not ours to provision.
-    assert_eq!(claim_wants_volume(&both, Some(&class("Immediate")), P), None);
+    assert_eq!(
+        claim_wants_volume(&both, Some(&class("Immediate")), P),
+        None
+    );
     assert_eq!(claim_wants_volume(&both, None, P), None);
     // Already bound.
     let mut bound = both.clone();
@@ -116,8 +125,14 @@ fn claims_are_provisioned_only_when_both_annotations_name_us() {
 #[test]
 fn pv_is_pinned_to_the_zone_and_prebound_to_the_claim() {
     let c = claim(&[]);
-    let pv = persistent_volume(&c, &class("WaitForFirstConsumer"), "us-east-1c", P, "/tmp/kubesim/volumes/")
-        .expect("pv");
+    let pv = persistent_volume(
+        &c,
+        &class("WaitForFirstConsumer"),
+        "us-east-1c",
+        P,
+        "/tmp/kubesim/volumes/",
+    )
+    .expect("pv");
     assert_eq!(pv.metadata.name.as_deref(), Some("pvc-1234-abcd"));
     assert_eq!(
         pv.metadata.annotations.as_ref().unwrap()[PROVISIONED_BY_ANNOTATION],
@@ -125,12 +140,22 @@ fn pv_is_pinned_to_the_zone_and_prebound_to_the_claim() {
     );
     let spec = pv.spec.as_ref().unwrap();
     assert_eq!(spec.capacity.as_ref().unwrap()["storage"].0, "20Gi");
-    assert_eq!(spec.access_modes.as_deref(), Some(&["ReadWriteOncePod".to_string()][..]));
+    assert_eq!(
+        spec.access_modes.as_deref(),
+        Some(&["ReadWriteOncePod".to_string()][..])
+    );
     assert_eq!(spec.storage_class_name.as_deref(), Some("gp3"));
-    assert_eq!(spec.persistent_volume_reclaim_policy.as_deref(), Some("Retain"));
+    assert_eq!(
+        spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Retain")
+    );
     let cr = spec.claim_ref.as_ref().unwrap();
     assert_eq!(
-        (cr.namespace.as_deref(), cr.name.as_deref(), cr.uid.as_deref()),
+        (
+            cr.namespace.as_deref(),
+            cr.name.as_deref(),
+            cr.uid.as_deref()
+        ),
         (Some("apps"), Some("data-alpha-0"), Some("1234-abcd"))
     );
     assert_eq!(
@@ -138,7 +163,14 @@ fn pv_is_pinned_to_the_zone_and_prebound_to_the_claim() {
         "/tmp/kubesim/volumes/pvc-1234-abcd"
     );
     assert_eq!(pv_zone(&pv).as_deref(), Some("us-east-1c"));
-    let terms = &spec.node_affinity.as_ref().unwrap().required.as_ref().unwrap().node_selector_terms;
+    let terms = &spec
+        .node_affinity
+        .as_ref()
+        .unwrap()
+        .required
+        .as_ref()
+        .unwrap()
+        .node_selector_terms;
     assert_eq!(terms.len(), 1);
     let e = &terms[0].match_expressions.as_ref().unwrap()[0];
     assert_eq!((e.key.as_str(), e.operator.as_str()), (ZONE_LABEL, "In"));
@@ -205,7 +237,13 @@ fn input(pod: &Pod, container: ContainerView, ready: bool) -> PodStatusInput<'_>
 fn running_ready_pod_status() {
     let p = pod();
     let started = ts("2026-11-29T10:00:00Z");
-    let v = pod_status(&input(&p, ContainerView::Running { started_at: started }, true));
+    let v = pod_status(&input(
+        &p,
+        ContainerView::Running {
+            started_at: started,
+        },
+        true,
+    ));
     let s: PodStatus = serde_json::from_value(v.clone()).unwrap();
     assert_eq!(s.phase.as_deref(), Some("Running"));
     assert_eq!(s.pod_ip.as_deref(), Some("127.20.0.9"));
@@ -220,7 +258,13 @@ fn running_ready_pod_status() {
             .find(|c| c.type_ == t)
             .map(|c| c.status.clone())
     };
-    for t in ["PodScheduled", "Initialized", "ContainersReady", "Ready", "PodReadyToStartContainers"] {
+    for t in [
+        "PodScheduled",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodReadyToStartContainers",
+    ] {
         assert_eq!(cond(t).as_deref(), Some("True"), "{t}");
     }
     let cs = &s.container_statuses.as_ref().unwrap()[0];
@@ -229,8 +273,25 @@ fn running_ready_pod_status() {
     assert_eq!(cs.started, Some(true));
     assert_eq!(cs.restart_count, 2);
     assert_eq!(cs.image_id, "ghcr.io/ewhauser/celld@sha256:94f35ba6");
-    assert_eq!(cs.state.as_ref().unwrap().running.as_ref().unwrap().started_at.as_ref().unwrap().0, started);
-    assert!(cs.container_id.as_deref().unwrap().starts_with("kubesim://"));
+    assert_eq!(
+        cs.state
+            .as_ref()
+            .unwrap()
+            .running
+            .as_ref()
+            .unwrap()
+            .started_at
+            .as_ref()
+            .unwrap()
+            .0,
+        started
+    );
+    assert!(
+        cs.container_id
+            .as_deref()
+            .unwrap()
+            .starts_with("kubesim://")
+    );
 }
 
 #[test]
@@ -248,11 +309,27 @@ fn waiting_pod_status_is_not_ready_and_pending_until_first_start() {
     i.restart_count = 0;
     let s: PodStatus = serde_json::from_value(pod_status(&i)).unwrap();
     assert_eq!(s.phase.as_deref(), Some("Pending"));
-    let ready = s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == "Ready").unwrap();
+    let ready = s
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
     assert_eq!(ready.status, "False");
     assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
     let cs = &s.container_statuses.as_ref().unwrap()[0];
-    assert_eq!(cs.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(), Some("ErrImagePull"));
+    assert_eq!(
+        cs.state
+            .as_ref()
+            .unwrap()
+            .waiting
+            .as_ref()
+            .unwrap()
+            .reason
+            .as_deref(),
+        Some("ErrImagePull")
+    );
     assert!(!cs.ready);
     assert_eq!(cs.started, Some(false));
 
@@ -260,7 +337,12 @@ fn waiting_pod_status_is_not_ready_and_pending_until_first_start() {
     i.pod_ip = None;
     let s: PodStatus = serde_json::from_value(pod_status(&i)).unwrap();
     assert_eq!(s.pod_ip, None);
-    let c = s.conditions.unwrap().into_iter().find(|c| c.type_ == "PodReadyToStartContainers").unwrap();
+    let c = s
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodReadyToStartContainers")
+        .unwrap();
     assert_eq!(c.status, "False");
 }
 
@@ -284,7 +366,11 @@ fn crash_loop_status_keeps_last_termination() {
         container_id: "kubesim://u-1-2".into(),
     });
     let s: PodStatus = serde_json::from_value(pod_status(&i)).unwrap();
-    assert_eq!(s.phase.as_deref(), Some("Running"), "a restarting container keeps the Pod Running");
+    assert_eq!(
+        s.phase.as_deref(),
+        Some("Running"),
+        "a restarting container keeps the Pod Running"
+    );
     let cs = &s.container_statuses.as_ref().unwrap()[0];
     let term = cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
     assert_eq!(term.exit_code, 1);
@@ -301,23 +387,63 @@ fn transition_times_are_kept_when_status_does_not_change() {
         }))
         .unwrap(),
     );
-    let v = pod_status(&input(&p, ContainerView::Running { started_at: ts("2026-11-29T09:00:00Z") }, true));
-    let ready = v["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+    let v = pod_status(&input(
+        &p,
+        ContainerView::Running {
+            started_at: ts("2026-11-29T09:00:00Z"),
+        },
+        true,
+    ));
+    let ready = v["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
     assert_eq!(ready["lastTransitionTime"], "2026-11-29T09:00:00Z");
-    let v = pod_status(&input(&p, ContainerView::Running { started_at: ts("2026-11-29T09:00:00Z") }, false));
-    let ready = v["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+    let v = pod_status(&input(
+        &p,
+        ContainerView::Running {
+            started_at: ts("2026-11-29T09:00:00Z"),
+        },
+        false,
+    ));
+    let ready = v["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
     assert_eq!(ready["lastTransitionTime"], "2026-11-29T10:00:05Z");
 }
 
 #[test]
 fn signatures_ignore_time_and_see_what_matters() {
     let p = pod();
-    let a = pod_status(&input(&p, ContainerView::Running { started_at: ts("2026-11-29T10:00:00Z") }, true));
-    let mut later = input(&p, ContainerView::Running { started_at: ts("2026-11-29T10:00:00Z") }, true);
+    let a = pod_status(&input(
+        &p,
+        ContainerView::Running {
+            started_at: ts("2026-11-29T10:00:00Z"),
+        },
+        true,
+    ));
+    let mut later = input(
+        &p,
+        ContainerView::Running {
+            started_at: ts("2026-11-29T10:00:00Z"),
+        },
+        true,
+    );
     later.now = ts("2026-11-29T11:00:00Z");
     let b = pod_status(&later);
     assert_eq!(desired_signature(&a), desired_signature(&b));
-    let c = pod_status(&input(&p, ContainerView::Running { started_at: ts("2026-11-29T10:00:00Z") }, false));
+    let c = pod_status(&input(
+        &p,
+        ContainerView::Running {
+            started_at: ts("2026-11-29T10:00:00Z"),
+        },
+        false,
+    ));
     assert_ne!(desired_signature(&a), desired_signature(&c));
     // The API's copy after the write has the same signature.
     let written: PodStatus = serde_json::from_value(a.clone()).unwrap();
@@ -341,7 +467,10 @@ fn readiness_probe_from_spec_and_default() {
     let mut bare = p.clone();
     bare.spec.as_mut().unwrap().containers[0].readiness_probe = None;
     let probe = readiness_probe(&bare, 1);
-    assert_eq!((probe.path.as_str(), probe.port, probe.period_s), (DEFAULT_HEALTH_PATH, 8080, 1));
+    assert_eq!(
+        (probe.path.as_str(), probe.port, probe.period_s),
+        (DEFAULT_HEALTH_PATH, 8080, 1)
+    );
 }
 
 #[test]
@@ -379,7 +508,10 @@ fn container_env_missing_secret_is_a_config_error() {
     let err = container_env(&p, &c, ip, ip, &EnvData::default()).unwrap_err();
     assert_eq!(err, "secret \"s3-creds\" not found");
     let mut data = EnvData::default();
-    data.secrets.insert("s3-creds".into(), BTreeMap::from([("secret".into(), "k".into())]));
+    data.secrets.insert(
+        "s3-creds".into(),
+        BTreeMap::from([("secret".into(), "k".into())]),
+    );
     let env = container_env(&p, &c, ip, ip, &data).unwrap();
     assert!(env.contains(&("AWS_SECRET_ACCESS_KEY".to_string(), "k".to_string())));
 }

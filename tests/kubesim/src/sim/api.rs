@@ -30,7 +30,7 @@ pub(crate) async fn handle(sim: Arc<Sim>, req: Req) -> Resp {
         (Method::POST, ["nodes", name, "start"]) => node_action(&sim, name, true).await,
         (Method::POST, ["volumes", "delete"]) => match req.json::<VolumeDelete>() {
             Ok(body) => delete_volume(&sim, body).await,
-            Err(r) => return r,
+            Err(r) => return *r,
         },
         (Method::PUT, ["pods", ns, name, "fault"]) => match req.json::<FaultRequest>() {
             Ok(body) => {
@@ -41,14 +41,17 @@ pub(crate) async fn handle(sim: Arc<Sim>, req: Req) -> Resp {
                     fault: body.fault,
                 };
                 // One rule per exact Pod: replace an earlier one.
-                remove_rules(&sim, |r| r.namespace.as_deref() == Some(*ns) && r.pod == *name);
+                remove_rules(&sim, |r| {
+                    r.namespace.as_deref() == Some(*ns) && r.pod == *name
+                });
                 add_fault(&sim, rule).await
             }
-            Err(r) => return r,
+            Err(r) => return *r,
         },
         (Method::DELETE, ["pods", ns, name, "fault"]) => {
-            let removed =
-                remove_rules(&sim, |r| r.namespace.as_deref() == Some(*ns) && r.pod == *name);
+            let removed = remove_rules(&sim, |r| {
+                r.namespace.as_deref() == Some(*ns) && r.pod == *name
+            });
             if removed.is_empty() {
                 Err((StatusCode::NOT_FOUND, format!("no fault on {ns}/{name}")))
             } else {
@@ -58,7 +61,7 @@ pub(crate) async fn handle(sim: Arc<Sim>, req: Req) -> Resp {
         (Method::GET, ["faults"]) => return http::json(StatusCode::OK, &sim.state().faults),
         (Method::POST, ["faults"]) => match req.json::<FaultRule>() {
             Ok(rule) => add_fault(&sim, rule).await,
-            Err(r) => return r,
+            Err(r) => return *r,
         },
         (Method::DELETE, ["faults", id]) => match id.parse::<u64>() {
             Ok(id) => {
@@ -71,7 +74,10 @@ pub(crate) async fn handle(sim: Arc<Sim>, req: Req) -> Resp {
             }
             Err(_) => Err((StatusCode::BAD_REQUEST, "fault id must be a number".into())),
         },
-        _ => Err((StatusCode::NOT_FOUND, format!("no route {} {}", req.method, req.path))),
+        _ => Err((
+            StatusCode::NOT_FOUND,
+            format!("no route {} {}", req.method, req.path),
+        )),
     };
     match result {
         Ok(v) => http::json(StatusCode::OK, &v),
@@ -113,7 +119,12 @@ async fn delete_volume(sim: &Arc<Sim>, body: VolumeDelete) -> ApiResult {
                 .spec
                 .and_then(|s| s.volume_name)
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| (StatusCode::CONFLICT, format!("claim {ns}/{claim} has no volume")))?;
+                .ok_or_else(|| {
+                    (
+                        StatusCode::CONFLICT,
+                        format!("claim {ns}/{claim} has no volume"),
+                    )
+                })?;
             (pv, Some(format!("{ns}/{claim}")))
         }
         _ => {
@@ -133,7 +144,10 @@ async fn delete_volume(sim: &Arc<Sim>, body: VolumeDelete) -> ApiResult {
     }
     // Strip the protection finalizer: the backing disk is gone whatever uses it.
     let strip = json!({"metadata": {"finalizers": null}});
-    match api.patch(&pv_name, &PatchParams::default(), &Patch::Merge(&strip)).await {
+    match api
+        .patch(&pv_name, &PatchParams::default(), &Patch::Merge(&strip))
+        .await
+    {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_not_found() => {}
         Err(e) => return Err(internal(e)),
@@ -193,7 +207,9 @@ async fn wait_pods(
         {
             let inner = sim.inner.lock().expect("inner lock");
             for (ns, name, uid) in pods {
-                let Some(w) = inner.workers.get(uid) else { continue };
+                let Some(w) = inner.workers.get(uid) else {
+                    continue;
+                };
                 let v = w.view.lock().expect("view");
                 // The fault the Pod should now show: the latest matching rule.
                 let expected = inner
@@ -202,8 +218,14 @@ async fn wait_pods(
                     .rev()
                     .find(|r| matches(r, ns, name))
                     .map(|r| r.fault);
-                let terminating = matches!(v.container.as_str(), "Terminating" | "Terminated" | "Finalized");
-                if done(&v, expected) || terminating || !sim.node(&w.node).is_some_and(|n| n.is_alive()) {
+                let terminating = matches!(
+                    v.container.as_str(),
+                    "Terminating" | "Terminated" | "Finalized"
+                );
+                if done(&v, expected)
+                    || terminating
+                    || !sim.node(&w.node).is_some_and(|n| n.is_alive())
+                {
                     ok.push(format!("{ns}/{name}"));
                 } else {
                     pending.push(format!("{ns}/{name}"));
@@ -237,7 +259,10 @@ async fn add_fault(sim: &Arc<Sim>, mut rule: FaultRule) -> ApiResult {
     })
     .await?;
     tracing::warn!(rule = ?rule, pods = ?done, "fault rule added");
-    Ok(json!(FaultApplied { rule: Some(rule), pods: done }))
+    Ok(json!(FaultApplied {
+        rule: Some(rule),
+        pods: done
+    }))
 }
 
 async fn cleared(sim: &Arc<Sim>, removed: &[FaultRule]) -> ApiResult {
@@ -254,5 +279,8 @@ async fn cleared(sim: &Arc<Sim>, removed: &[FaultRule]) -> ApiResult {
     })
     .await?;
     tracing::info!(rules = ?removed.iter().map(|r| r.id).collect::<Vec<_>>(), pods = ?done, "fault rules removed");
-    Ok(json!(FaultApplied { rule: removed.first().cloned(), pods: done }))
+    Ok(json!(FaultApplied {
+        rule: removed.first().cloned(),
+        pods: done
+    }))
 }

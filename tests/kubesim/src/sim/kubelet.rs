@@ -121,7 +121,9 @@ fn on_pod(sim: &Arc<Sim>, pod: &Pod) {
         .and_then(|c| c.first());
     let ever_started = cs.is_some_and(|c| {
         c.state.as_ref().is_some_and(|s| s.running.is_some())
-            || c.last_state.as_ref().is_some_and(|s| s.terminated.is_some())
+            || c.last_state
+                .as_ref()
+                .is_some_and(|s| s.terminated.is_some())
             || c.restart_count > 0
     });
     let worker = Worker {
@@ -304,7 +306,11 @@ impl Worker {
     }
 
     async fn wait_next(&mut self) {
-        let probe_at = if self.child.is_some() { self.next_probe } else { None };
+        let probe_at = if self.child.is_some() {
+            self.next_probe
+        } else {
+            None
+        };
         let timers = [self.fault_tick, self.restart_at, self.retry_at];
         let timer = timers.into_iter().flatten().min();
         let wake = tokio::select! {
@@ -354,7 +360,11 @@ impl Worker {
     }
 
     fn next_container_id(&self) -> String {
-        format!("kubesim://{}-{}", &self.uid[..8.min(self.uid.len())], self.container_seq)
+        format!(
+            "kubesim://{}-{}",
+            &self.uid[..8.min(self.uid.len())],
+            self.container_seq
+        )
     }
 
     fn on_exit(&mut self, st: std::io::Result<std::process::ExitStatus>) {
@@ -368,7 +378,11 @@ impl Worker {
         self.last_state = Some(Terminated {
             exit_code,
             signal: sig,
-            reason: if exit_code == 0 { "Completed".into() } else { "Error".into() },
+            reason: if exit_code == 0 {
+                "Completed".into()
+            } else {
+                "Error".into()
+            },
             started_at,
             finished_at: now(),
             container_id: self.container_id.clone().unwrap_or_default(),
@@ -416,7 +430,8 @@ impl Worker {
                 tracing::info!(pod = %self.key(), "not ready (readiness probe failing)");
             }
         }
-        self.next_probe = Some(Instant::now() + Duration::from_secs(u64::from(self.probe.period_s)));
+        self.next_probe =
+            Some(Instant::now() + Duration::from_secs(u64::from(self.probe.period_s)));
     }
 
     /// Volumes a kubelet would have to mount first: every claim Bound. Returns the claims'
@@ -440,7 +455,8 @@ impl Worker {
                 .get(&kube::runtime::reflector::ObjectRef::new(&claim_name).within(&self.ns));
             let bound = claim.as_ref().and_then(|c| {
                 let phase = c.status.as_ref().and_then(|s| s.phase.as_deref());
-                (phase == Some("Bound")).then(|| c.spec.as_ref().and_then(|s| s.volume_name.clone()))
+                (phase == Some("Bound"))
+                    .then(|| c.spec.as_ref().and_then(|s| s.volume_name.clone()))
             });
             match bound {
                 Some(pv) => {
@@ -479,7 +495,9 @@ impl Worker {
                 }
                 self.image_backoff = false;
                 self.fault_tick = match f {
-                    FaultKind::CrashLoop | FaultKind::ImagePull => Some(Instant::now() + self.backoff()),
+                    FaultKind::CrashLoop | FaultKind::ImagePull => {
+                        Some(Instant::now() + self.backoff())
+                    }
                     FaultKind::ConfigError => None,
                 };
             } else {
@@ -526,11 +544,16 @@ impl Worker {
             }
             Some(FaultKind::ImagePull) => {
                 self.waiting = if self.image_backoff {
-                    ("ImagePullBackOff".into(), format!("Back-off pulling image \"{image}\""))
+                    (
+                        "ImagePullBackOff".into(),
+                        format!("Back-off pulling image \"{image}\""),
+                    )
                 } else {
                     (
                         "ErrImagePull".into(),
-                        format!("failed to pull and unpack image \"{image}\": kubesim: injected pull failure"),
+                        format!(
+                            "failed to pull and unpack image \"{image}\": kubesim: injected pull failure"
+                        ),
                     )
                 };
                 return;
@@ -603,7 +626,12 @@ impl Worker {
         data
     }
 
-    async fn start_stub(&mut self, pod: &Pod, volumes: &[(String, String)], image: &str) -> Result<(), StartError> {
+    async fn start_stub(
+        &mut self,
+        pod: &Pod,
+        volumes: &[(String, String)],
+        image: &str,
+    ) -> Result<(), StartError> {
         let Some(container) = pod.spec.as_ref().and_then(|s| s.containers.first()) else {
             return Err(StartError::Run("pod has no containers".into()));
         };
@@ -625,7 +653,10 @@ impl Worker {
             .map_err(|e| StartError::Run(format!("log file: {e}")))?;
         let mut cmd = tokio::process::Command::new(&self.sim.stub_bin);
         cmd.env_clear();
-        cmd.env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()));
+        cmd.env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+        );
         cmd.env("RUST_LOG", "info");
         if let Some(mode) = pod
             .metadata
@@ -636,7 +667,10 @@ impl Worker {
             cmd.env("CELLD_STUB_MODE", mode);
         }
         if cfg.readiness_delay_ms > 0 {
-            cmd.env("CELLD_STUB_READY_DELAY_MS", cfg.readiness_delay_ms.to_string());
+            cmd.env(
+                "CELLD_STUB_READY_DELAY_MS",
+                cfg.readiness_delay_ms.to_string(),
+            );
         }
         cmd.env("CELLD_STUB_MAX_DRAIN_MS", cfg.stub_max_drain_ms.to_string());
         for (k, v) in &env {
@@ -666,9 +700,9 @@ impl Worker {
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| StartError::Run(format!("spawning {}: {e}", self.sim.stub_bin.display())))?;
+        let child = cmd.spawn().map_err(|e| {
+            StartError::Run(format!("spawning {}: {e}", self.sim.stub_bin.display()))
+        })?;
         if self.ever_started {
             self.restart_count += 1;
         }
@@ -684,7 +718,8 @@ impl Worker {
         self.probe_ok = 0;
         self.probe_fail = 0;
         self.probe = objects::readiness_probe(pod, self.sim.cfg.probe_period_seconds);
-        let first = Duration::from_secs(u64::from(self.probe.initial_delay_s)).max(Duration::from_millis(300));
+        let first = Duration::from_secs(u64::from(self.probe.initial_delay_s))
+            .max(Duration::from_millis(300));
         self.next_probe = Some(Instant::now() + first);
         tracing::info!(pod = %self.key(), ip = %self.ip, pid = ?self.child_pid, restarts = self.restart_count, "stub started");
         Ok(())
@@ -742,7 +777,11 @@ impl Worker {
         // The uid in the patch is a precondition: never write onto a successor Pod.
         let patch = json!({"metadata": {"uid": self.uid}, "status": desired});
         match api
-            .patch_status(&self.name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .patch_status(
+                &self.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
             .await
         {
             Ok(p) => {
@@ -769,7 +808,11 @@ impl Worker {
         let grace = pod
             .metadata
             .deletion_grace_period_seconds
-            .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+            .or_else(|| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
             .unwrap_or(30)
             .max(0) as u64;
         if let Some(pid) = self.child_pid {
@@ -804,10 +847,13 @@ impl Worker {
                             return; // the machine died mid-drain; run() kills the stub
                         }
                         match self.sim.pod(&self.ns, &self.name, &self.uid) {
-                            None => deadline = deadline.min(Instant::now() + Duration::from_secs(2)),
+                            None => {
+                                deadline = deadline.min(Instant::now() + Duration::from_secs(2))
+                            }
                             Some(p) => {
                                 if let Some(g) = p.metadata.deletion_grace_period_seconds {
-                                    deadline = deadline.min(started + Duration::from_secs(g.max(0) as u64));
+                                    deadline = deadline
+                                        .min(started + Duration::from_secs(g.max(0) as u64));
                                 }
                             }
                         }
@@ -856,7 +902,9 @@ impl Worker {
         if let (Some(pid), true) = (self.child_pid, self.node.is_alive()) {
             signal(pid, libc::SIGTERM);
             if let Some(child) = self.child.as_mut()
-                && tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err()
+                && tokio::time::timeout(Duration::from_secs(2), child.wait())
+                    .await
+                    .is_err()
             {
                 let _ = child.start_kill();
                 let _ = child.wait().await;
@@ -908,7 +956,10 @@ pub(crate) async fn kill_node(sim: &Arc<Sim>, node: &str) {
 async fn wait_no_stubs(views: &[Arc<Mutex<PodView>>], limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
-        if views.iter().all(|v| v.lock().expect("view").stub_pid.is_none()) {
+        if views
+            .iter()
+            .all(|v| v.lock().expect("view").stub_pid.is_none())
+        {
             return true;
         }
         if Instant::now() > deadline {

@@ -40,7 +40,11 @@ pub struct Config {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Zones, one group of nodes each.
-    #[arg(long, value_delimiter = ',', default_value = "us-east-1a,us-east-1b,us-east-1c")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "us-east-1a,us-east-1b,us-east-1c"
+    )]
     pub zones: Vec<String>,
     #[arg(long, default_value_t = 2)]
     pub nodes_per_zone: u32,
@@ -129,7 +133,11 @@ impl Config {
         }
         let exe = std::env::current_exe()?;
         let p = exe.with_file_name("celld-stub");
-        anyhow::ensure!(p.exists(), "celld-stub not found next to {} (use --stub-bin)", exe.display());
+        anyhow::ensure!(
+            p.exists(),
+            "celld-stub not found next to {} (use --stub-bin)",
+            exe.display()
+        );
         Ok(p)
     }
 }
@@ -334,7 +342,10 @@ pub async fn run(cfg: Config) -> Result<()> {
 
     let claim_stream = reflector::reflector(
         claims_w,
-        watcher(Api::<PersistentVolumeClaim>::all(client.clone()), Default::default()),
+        watcher(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            Default::default(),
+        ),
     )
     .default_backoff();
     let sim_c = sim.clone();
@@ -342,7 +353,11 @@ pub async fn run(cfg: Config) -> Result<()> {
         futures::pin_mut!(claim_stream);
         while let Some(ev) = claim_stream.next().await {
             match ev {
-                Ok(watcher::Event::Apply(c) | watcher::Event::Delete(c) | watcher::Event::InitApply(c)) => {
+                Ok(
+                    watcher::Event::Apply(c)
+                    | watcher::Event::Delete(c)
+                    | watcher::Event::InitApply(c),
+                ) => {
                     let ns = c.metadata.namespace.clone().unwrap_or_default();
                     sim_c.nudge_where(|w| w.namespace == ns);
                     sim_c.provision_wake.notify_one();
@@ -359,7 +374,10 @@ pub async fn run(cfg: Config) -> Result<()> {
     for stream in [
         reflector::reflector(
             volumes_w,
-            watcher(Api::<PersistentVolume>::all(client.clone()), Default::default()),
+            watcher(
+                Api::<PersistentVolume>::all(client.clone()),
+                Default::default(),
+            ),
         )
         .default_backoff()
         .map(|e| e.map(|_| ()))

@@ -45,7 +45,13 @@ pub(crate) async fn register_all(sim: &Arc<Sim>) -> Result<()> {
 
 async fn register(sim: &Sim, api: &Api<Node>, node: &SimNode) -> Result<()> {
     let obj = objects::node_object(&node.spec);
-    let created: Node = match api.create(&PostParams::default(), &serde_json::from_value(obj.clone())?).await {
+    let created: Node = match api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(obj.clone())?,
+        )
+        .await
+    {
         Ok(n) => {
             tracing::info!(node = %node.spec.name, zone = %node.spec.zone, ip = %node.spec.ip, "node registered");
             n
@@ -53,7 +59,11 @@ async fn register(sim: &Sim, api: &Api<Node>, node: &SimNode) -> Result<()> {
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             // Adopt: make labels and provider ID match our configuration.
             let n = api
-                .patch(&node.spec.name, &PatchParams::default(), &Patch::Merge(&obj))
+                .patch(
+                    &node.spec.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&obj),
+                )
                 .await
                 .context("updating existing node")?;
             tracing::info!(node = %node.spec.name, "node re-registered (existed)");
@@ -68,9 +78,13 @@ async fn register(sim: &Sim, api: &Api<Node>, node: &SimNode) -> Result<()> {
         now(),
         *node.ready_since.lock().expect("ready since"),
     );
-    api.patch_status(&node.spec.name, &PatchParams::default(), &Patch::Strategic(&status))
-        .await
-        .with_context(|| format!("writing status of node {}", node.spec.name))?;
+    api.patch_status(
+        &node.spec.name,
+        &PatchParams::default(),
+        &Patch::Strategic(&status),
+    )
+    .await
+    .with_context(|| format!("writing status of node {}", node.spec.name))?;
     let _ = sim;
     Ok(())
 }
@@ -87,20 +101,38 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<(
     let since = *node.ready_since.lock().expect("ready since");
     let api: Api<Node> = Api::all(sim.client.clone());
     let body = if full {
-        objects::node_status(&node.spec, &node.boot_id.lock().expect("boot id").clone(), t, since)
+        objects::node_status(
+            &node.spec,
+            &node.boot_id.lock().expect("boot id").clone(),
+            t,
+            since,
+        )
     } else {
         objects::node_heartbeat(t, since)
     };
-    api.patch_status(&node.spec.name, &PatchParams::default(), &Patch::Strategic(&body))
-        .await
-        .with_context(|| format!("node {} status heartbeat", node.spec.name))?;
+    api.patch_status(
+        &node.spec.name,
+        &PatchParams::default(),
+        &Patch::Strategic(&body),
+    )
+    .await
+    .with_context(|| format!("node {} status heartbeat", node.spec.name))?;
 
     let leases: Api<Lease> = Api::namespaced(sim.client.clone(), "kube-node-lease");
     let uid = node.uid.lock().expect("uid lock").clone();
-    let lease = objects::node_lease(&node.spec.name, uid.as_deref(), sim.cfg.lease_duration_seconds, t);
+    let lease = objects::node_lease(
+        &node.spec.name,
+        uid.as_deref(),
+        sim.cfg.lease_duration_seconds,
+        t,
+    );
     let renew = serde_json::json!({"spec": lease["spec"].clone()});
     match leases
-        .patch(&node.spec.name, &PatchParams::default(), &Patch::Merge(&renew))
+        .patch(
+            &node.spec.name,
+            &PatchParams::default(),
+            &Patch::Merge(&renew),
+        )
         .await
     {
         Ok(_) => {}
@@ -110,7 +142,9 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<(
                 .await
                 .with_context(|| format!("creating lease of node {}", node.spec.name))?;
         }
-        Err(e) => return Err(e).with_context(|| format!("renewing lease of node {}", node.spec.name)),
+        Err(e) => {
+            return Err(e).with_context(|| format!("renewing lease of node {}", node.spec.name));
+        }
     }
     drop(gate);
     Ok(())
@@ -141,7 +175,10 @@ pub(crate) async fn heartbeats(sim: Arc<Sim>) {
 /// Stops a machine: no more heartbeats or Pod writes, every stub on it killed. Returns once
 /// that is in effect.
 pub(crate) async fn stop(sim: &Arc<Sim>, name: &str) -> Result<()> {
-    let node = sim.node(name).ok_or_else(|| anyhow!("no node {name}"))?.clone();
+    let node = sim
+        .node(name)
+        .ok_or_else(|| anyhow!("no node {name}"))?
+        .clone();
     {
         let mut gate = node.gate.write().await;
         *gate = false;
@@ -155,7 +192,10 @@ pub(crate) async fn stop(sim: &Arc<Sim>, name: &str) -> Result<()> {
 /// Starts a stopped machine: new boot, heartbeats resume (first one written before this
 /// returns), its Pods are reconciled by their workers.
 pub(crate) async fn start(sim: &Arc<Sim>, name: &str) -> Result<()> {
-    let node = sim.node(name).ok_or_else(|| anyhow!("no node {name}"))?.clone();
+    let node = sim
+        .node(name)
+        .ok_or_else(|| anyhow!("no node {name}"))?
+        .clone();
     {
         let mut gate = node.gate.write().await;
         if !*gate {

@@ -45,7 +45,8 @@ async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
             .and_then(|s| s.storage_class_name.clone())
             .unwrap_or_default();
         let class = sim.classes.get(&ObjectRef::new(&class_name));
-        let Some(selected) = objects::claim_wants_volume(&claim, class.as_deref(), provisioner) else {
+        let Some(selected) = objects::claim_wants_volume(&claim, class.as_deref(), provisioner)
+        else {
             continue;
         };
         let Some(pv_name) = objects::pv_name(&claim) else {
@@ -93,7 +94,9 @@ async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
             Err(kube::Error::Api(s)) if s.is_already_exists() => {
                 creating.insert(pv_name.clone());
             }
-            Err(e) => tracing::warn!(pv = %pv_name, claim = %key, error = %e, "provisioning failed"),
+            Err(e) => {
+                tracing::warn!(pv = %pv_name, claim = %key, error = %e, "provisioning failed")
+            }
         }
     }
     // Forget names the store has caught up with.
