@@ -15,6 +15,7 @@ pub mod config;
 pub mod decide;
 pub mod observe;
 pub mod plan;
+pub mod runtime;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod snapshot;

@@ -1,0 +1,531 @@
+//! Executing one [`Action`]: exactly the write its documentation names, with its
+//! preconditions, and nothing else.
+//!
+//! | action | request | preconditions |
+//! | --- | --- | --- |
+//! | `AddFleetFinalizer`, `RemoveFleetFinalizer` | JSON patch of the CelldFleet's `metadata.finalizers` | `test` ops on `metadata.uid` and `metadata.resourceVersion` |
+//! | `SetReplicas` | server-side apply `{apiVersion, kind, metadata: {name, namespace, uid, resourceVersion}, spec: {replicas}}`, field manager `celld-healer`, not forced | uid and resourceVersion in the applied object |
+//! | `ForceDeletePod` | delete, `gracePeriodSeconds: 0` | uid |
+//! | `DeletePod` | delete, the Pod's own grace | uid, resourceVersion |
+//! | `StartHandoff` | 1. JSON patch adding the replacement finalizer, index label and uncommitted record; 2. delete (own grace); 3. JSON patch setting `committed: true` | 1: uid, resourceVersion; 2: uid and the resourceVersion returned by 1; 3: uid, and a `test` that the record is still the uncommitted one written in 1 |
+//! | `DeleteClaim` | delete | uid, resourceVersion |
+//! | `ReleaseHandoff`, `AbortHandoff` | JSON patch removing the healer's finalizer, label and annotation (others kept) | uid, resourceVersion |
+//! | `DeleteWorkload` | delete, `propagationPolicy: Foreground` | uid, resourceVersion |
+//!
+//! **Why `SetReplicas` is not forced.** The healer is meant to be the only owner of
+//! `spec.replicas`; the generator never renders it. If another field manager owns the
+//! field (Git still renders replicas, or someone ran `kubectl scale`), a forced apply
+//! would silently take it back and the two writers would flip the value on every sync.
+//! Unforced, the API server answers with a field-manager conflict, which the healer
+//! reports as a Warning Event (`ReplicasOwnedElsewhere`) naming the other manager and
+//! retries with back-off, changing nothing, until the other writer lets go.
+//!
+//! **JSON patch `test` ops.** A failed `test` is answered 422 (not 409) by the API
+//! server; both, and 404, are treated as "the object changed since the decision": the
+//! reconcile ends and runs again from the watch caches.
+//!
+//! Every step first checks the leader [`Gate`]: a replica that lost the lease, or is
+//! shutting down, stops between two steps of a handoff rather than after it. An
+//! interrupted handoff is resolved by the next `decide` (a prepared one is aborted, a
+//! committed one finished).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use celld_gen::api::CelldFleet;
+use celld_gen::api::labels::{
+    FLEET_FINALIZER, HEALER_FIELD_MANAGER, REPLACEMENT_FINALIZER, REPLACEMENT_INDEX,
+    REPLACEMENT_RECORD,
+};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tracing::{error, info};
+
+use super::cli::HaltPoint;
+use super::leader::Gate;
+use crate::plan::{Action, ClaimDeletion, Handoff, HandoffRecord};
+use crate::snapshot::WorkloadKind;
+
+/// Why a write was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The object changed (or went) since the decision: a precondition failed. Nothing
+    /// was written by this step.
+    #[error("the object changed since the decision: {0}")]
+    Conflict(String),
+    /// Another field manager owns `spec.replicas`.
+    #[error("another field manager owns spec.replicas: {0}")]
+    ManagerConflict(String),
+    /// This replica may not write (lease lost, or shutting down).
+    #[error("this replica may not write now (not the leader, or shutting down)")]
+    NotLeader,
+    /// Any other API error.
+    #[error("API error: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl ActError {
+    fn from_kube(e: kube::Error) -> ActError {
+        match e {
+            kube::Error::Api(s) => {
+                let manager_conflict = s.code == 409
+                    && (s.details.as_ref().is_some_and(|d| {
+                        d.causes.iter().any(|c| c.reason == "FieldManagerConflict")
+                    }) || s.message.starts_with("Apply failed with"));
+                if manager_conflict {
+                    ActError::ManagerConflict(s.message)
+                } else if s.code == 409
+                    || s.code == 404
+                    || (s.code == 422 && s.message.contains("test"))
+                {
+                    ActError::Conflict(format!("{} ({})", s.message, s.code))
+                } else {
+                    ActError::Api(kube::Error::Api(s))
+                }
+            }
+            e => ActError::Api(e),
+        }
+    }
+
+    /// Metric outcome label.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ActError::Conflict(_) => "conflict",
+            ActError::ManagerConflict(_) => "manager_conflict",
+            ActError::NotLeader => "not_leader",
+            ActError::Api(_) => "error",
+        }
+    }
+}
+
+/// The action's variant name, for metrics, logs and Events.
+pub fn kind(a: &Action) -> &'static str {
+    match a {
+        Action::AddFleetFinalizer { .. } => "AddFleetFinalizer",
+        Action::RemoveFleetFinalizer { .. } => "RemoveFleetFinalizer",
+        Action::SetReplicas { .. } => "SetReplicas",
+        Action::ForceDeletePod { .. } => "ForceDeletePod",
+        Action::DeletePod { .. } => "DeletePod",
+        Action::StartHandoff(_) => "StartHandoff",
+        Action::DeleteClaim { .. } => "DeleteClaim",
+        Action::ReleaseHandoff { .. } => "ReleaseHandoff",
+        Action::AbortHandoff { .. } => "AbortHandoff",
+        Action::DeleteWorkload { .. } => "DeleteWorkload",
+    }
+}
+
+/// Executes actions for one fleet.
+pub struct Actor<'a> {
+    /// Client.
+    pub client: &'a Client,
+    /// The fleet (namespace, and its cached finalizers for the finalizer edits).
+    pub fleet: &'a CelldFleet,
+    /// The cached Pod the action names (handoff steps, release, abort), if any.
+    pub pod: Option<Arc<Pod>>,
+    /// Leader gate, checked before every request.
+    pub gate: &'a Gate,
+    /// Tests only: halt after this handoff step.
+    pub halt_after: Option<HaltPoint>,
+}
+
+/// A JSON-pointer path segment (RFC 6901 escaping).
+fn esc(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn json_patch(ops: Value) -> Patch<()> {
+    Patch::Json(serde_json::from_value::<json_patch::Patch>(ops).expect("a valid JSON patch"))
+}
+
+fn preconditions(uid: &str, rv: Option<&str>) -> Preconditions {
+    Preconditions {
+        uid: Some(uid.to_string()),
+        resource_version: rv.map(str::to_string),
+    }
+}
+
+impl Actor<'_> {
+    fn ns(&self) -> &str {
+        self.fleet.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn check_gate(&self) -> Result<(), ActError> {
+        if self.gate.may_act() {
+            Ok(())
+        } else {
+            Err(ActError::NotLeader)
+        }
+    }
+
+    async fn halt(&self, point: HaltPoint) {
+        if self.halt_after == Some(point) {
+            // Tests only: freeze here, as if the process had been killed at this point.
+            self.gate.close();
+            error!(
+                ?point,
+                "halting for the test (--test-halt-after): no further writes"
+            );
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Executes `action`.
+    pub async fn execute(&self, action: &Action) -> Result<(), ActError> {
+        self.check_gate()?;
+        match action {
+            Action::AddFleetFinalizer {
+                uid,
+                resource_version,
+            } => self.fleet_finalizer(uid, resource_version, true).await,
+            Action::RemoveFleetFinalizer {
+                uid,
+                resource_version,
+            } => self.fleet_finalizer(uid, resource_version, false).await,
+            Action::SetReplicas {
+                kind,
+                name,
+                uid,
+                resource_version,
+                replicas,
+                ..
+            } => {
+                self.set_replicas(*kind, name, uid, resource_version, *replicas)
+                    .await
+            }
+            Action::ForceDeletePod { name, uid } => {
+                let dp = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(preconditions(uid, None)),
+                    ..DeleteParams::default()
+                };
+                self.pods()
+                    .delete(name, &dp)
+                    .await
+                    .map_err(ActError::from_kube)?;
+                Ok(())
+            }
+            Action::DeletePod {
+                name,
+                uid,
+                resource_version,
+            } => {
+                let dp = DeleteParams {
+                    preconditions: Some(preconditions(uid, Some(resource_version))),
+                    ..DeleteParams::default()
+                };
+                self.pods()
+                    .delete(name, &dp)
+                    .await
+                    .map_err(ActError::from_kube)?;
+                Ok(())
+            }
+            Action::StartHandoff(h) => self.handoff(h).await,
+            Action::DeleteClaim {
+                name,
+                uid,
+                resource_version,
+                purpose,
+            } => {
+                let dp = DeleteParams {
+                    preconditions: Some(preconditions(uid, Some(resource_version))),
+                    ..DeleteParams::default()
+                };
+                Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), self.ns())
+                    .delete(name, &dp)
+                    .await
+                    .map_err(ActError::from_kube)?;
+                if matches!(purpose, ClaimDeletion::Handoff { .. }) {
+                    self.halt(HaltPoint::ClaimDelete).await;
+                }
+                Ok(())
+            }
+            Action::ReleaseHandoff {
+                name,
+                uid,
+                resource_version,
+            }
+            | Action::AbortHandoff {
+                name,
+                uid,
+                resource_version,
+                ..
+            } => self.release(name, uid, resource_version).await,
+            Action::DeleteWorkload {
+                kind,
+                name,
+                uid,
+                resource_version,
+            } => {
+                let dp = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Foreground),
+                    preconditions: Some(preconditions(uid, Some(resource_version))),
+                    ..DeleteParams::default()
+                };
+                let r = match kind {
+                    WorkloadKind::StatefulSet => {
+                        Api::<StatefulSet>::namespaced(self.client.clone(), self.ns())
+                            .delete(name, &dp)
+                            .await
+                            .map(|_| ())
+                    }
+                    WorkloadKind::Deployment => {
+                        Api::<Deployment>::namespaced(self.client.clone(), self.ns())
+                            .delete(name, &dp)
+                            .await
+                            .map(|_| ())
+                    }
+                };
+                r.map_err(ActError::from_kube)
+            }
+        }
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), self.ns())
+    }
+
+    async fn fleet_finalizer(&self, uid: &str, rv: &str, add: bool) -> Result<(), ActError> {
+        let m = &self.fleet.metadata;
+        if m.uid.as_deref() != Some(uid) || m.resource_version.as_deref() != Some(rv) {
+            return Err(ActError::Conflict(
+                "the cached CelldFleet moved on since the decision".into(),
+            ));
+        }
+        let mut fins: Vec<String> = m.finalizers.clone().unwrap_or_default();
+        if add {
+            if !fins.iter().any(|f| f == FLEET_FINALIZER) {
+                fins.push(FLEET_FINALIZER.to_string());
+            }
+        } else {
+            fins.retain(|f| f != FLEET_FINALIZER);
+        }
+        let patch = json_patch(json!([
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/metadata/finalizers", "value": fins},
+        ]));
+        Api::<CelldFleet>::namespaced(self.client.clone(), self.ns())
+            .patch(
+                m.name.as_deref().unwrap_or_default(),
+                &PatchParams::default(),
+                &patch,
+            )
+            .await
+            .map_err(ActError::from_kube)?;
+        Ok(())
+    }
+
+    async fn set_replicas(
+        &self,
+        kind: WorkloadKind,
+        name: &str,
+        uid: &str,
+        rv: &str,
+        replicas: i32,
+    ) -> Result<(), ActError> {
+        let body = json!({
+            "apiVersion": "apps/v1",
+            "kind": kind.as_str(),
+            "metadata": {
+                "name": name,
+                "namespace": self.ns(),
+                "uid": uid,
+                "resourceVersion": rv,
+            },
+            "spec": {"replicas": replicas},
+        });
+        let pp = PatchParams::apply(HEALER_FIELD_MANAGER);
+        let r = match kind {
+            WorkloadKind::StatefulSet => {
+                Api::<StatefulSet>::namespaced(self.client.clone(), self.ns())
+                    .patch(name, &pp, &Patch::Apply(&body))
+                    .await
+                    .map(|_| ())
+            }
+            WorkloadKind::Deployment => {
+                Api::<Deployment>::namespaced(self.client.clone(), self.ns())
+                    .patch(name, &pp, &Patch::Apply(&body))
+                    .await
+                    .map(|_| ())
+            }
+        };
+        r.map_err(ActError::from_kube)
+    }
+
+    /// The cached Pod, checked against the identity the decision named.
+    fn cached_pod(&self, name: &str, uid: &str, rv: &str) -> Result<Arc<Pod>, ActError> {
+        let pod = self
+            .pod
+            .clone()
+            .filter(|p| p.metadata.name.as_deref() == Some(name))
+            .ok_or_else(|| ActError::Conflict(format!("Pod {name} is no longer in the cache")))?;
+        if pod.metadata.uid.as_deref() != Some(uid)
+            || pod.metadata.resource_version.as_deref() != Some(rv)
+        {
+            return Err(ActError::Conflict(format!(
+                "the cached Pod {name} moved on since the decision"
+            )));
+        }
+        Ok(pod)
+    }
+
+    async fn handoff(&self, h: &Handoff) -> Result<(), ActError> {
+        let pods = self.pods();
+        let pod = self.cached_pod(&h.pod, &h.pod_uid, &h.pod_resource_version)?;
+        let m = &pod.metadata;
+        let uncommitted = HandoffRecord {
+            committed: false,
+            ..h.record.clone()
+        };
+        // Step 1, prepare: finalizer, index label and uncommitted record.
+        let mut fins = m.finalizers.clone().unwrap_or_default();
+        if !fins.iter().any(|f| f == REPLACEMENT_FINALIZER) {
+            fins.push(REPLACEMENT_FINALIZER.to_string());
+        }
+        let mut labels: BTreeMap<String, String> = m.labels.clone().unwrap_or_default();
+        labels.insert(REPLACEMENT_INDEX.to_string(), h.record.identity.clone());
+        let mut annotations: BTreeMap<String, String> = m.annotations.clone().unwrap_or_default();
+        annotations.insert(REPLACEMENT_RECORD.to_string(), uncommitted.encode());
+        let prepared = pods
+            .patch(
+                &h.pod,
+                &PatchParams::default(),
+                &json_patch(json!([
+                    {"op": "test", "path": "/metadata/uid", "value": h.pod_uid},
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": h.pod_resource_version},
+                    {"op": "add", "path": "/metadata/finalizers", "value": fins},
+                    {"op": "add", "path": "/metadata/labels", "value": labels},
+                    {"op": "add", "path": "/metadata/annotations", "value": annotations},
+                ])),
+            )
+            .await
+            .map_err(ActError::from_kube)?;
+        let prepared_rv = prepared
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        info!(pod = %h.pod, claim = %h.claim, "handoff step 1 (prepare) acknowledged");
+        self.halt(HaltPoint::Prepare).await;
+
+        // Step 2, the commit point: the guarded Pod delete.
+        self.check_gate()?;
+        let dp = DeleteParams {
+            preconditions: Some(preconditions(&h.pod_uid, Some(&prepared_rv))),
+            ..DeleteParams::default()
+        };
+        pods.delete(&h.pod, &dp)
+            .await
+            .map_err(ActError::from_kube)?;
+        info!(pod = %h.pod, "handoff step 2 (guarded Pod delete) acknowledged");
+        self.halt(HaltPoint::Delete).await;
+
+        // Step 3, commit: only if the record is still the uncommitted one we wrote.
+        self.check_gate()?;
+        let committed = HandoffRecord {
+            committed: true,
+            ..h.record.clone()
+        };
+        let path = format!("/metadata/annotations/{}", esc(REPLACEMENT_RECORD));
+        pods.patch(
+            &h.pod,
+            &PatchParams::default(),
+            &json_patch(json!([
+                {"op": "test", "path": "/metadata/uid", "value": h.pod_uid},
+                {"op": "test", "path": path, "value": uncommitted.encode()},
+                {"op": "replace", "path": path, "value": committed.encode()},
+            ])),
+        )
+        .await
+        .map_err(ActError::from_kube)?;
+        info!(pod = %h.pod, "handoff step 3 (commit) acknowledged");
+        self.halt(HaltPoint::Commit).await;
+        Ok(())
+    }
+
+    async fn release(&self, name: &str, uid: &str, rv: &str) -> Result<(), ActError> {
+        let pod = self.cached_pod(name, uid, rv)?;
+        let m = &pod.metadata;
+        let mut ops = vec![
+            json!({"op": "test", "path": "/metadata/uid", "value": uid}),
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}),
+        ];
+        if let Some(fins) = &m.finalizers
+            && fins.iter().any(|f| f == REPLACEMENT_FINALIZER)
+        {
+            let kept: Vec<&String> = fins
+                .iter()
+                .filter(|f| *f != REPLACEMENT_FINALIZER)
+                .collect();
+            ops.push(json!({"op": "add", "path": "/metadata/finalizers", "value": kept}));
+        }
+        if m.labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(REPLACEMENT_INDEX))
+        {
+            ops.push(json!({"op": "remove", "path": format!("/metadata/labels/{}", esc(REPLACEMENT_INDEX))}));
+        }
+        if m.annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(REPLACEMENT_RECORD))
+        {
+            ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", esc(REPLACEMENT_RECORD))}));
+        }
+        self.pods()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &json_patch(Value::Array(ops)),
+            )
+            .await
+            .map_err(ActError::from_kube)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_segments_are_escaped() {
+        assert_eq!(
+            esc("fleet.celld.dev/replacement-claim"),
+            "fleet.celld.dev~1replacement-claim"
+        );
+        assert_eq!(esc("a~b"), "a~0b");
+    }
+
+    #[test]
+    fn conflicts_are_classified() {
+        let st = |code: u16, msg: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                message: msg.into(),
+                ..kube::core::Status::failure(msg, "")
+            }))
+        };
+        assert!(matches!(
+            ActError::from_kube(st(409, "Operation cannot be fulfilled")),
+            ActError::Conflict(_)
+        ));
+        assert!(matches!(
+            ActError::from_kube(st(422, "the server rejected our request: test failed")),
+            ActError::Conflict(_)
+        ));
+        assert!(matches!(
+            ActError::from_kube(st(
+                409,
+                "Apply failed with 1 conflict: conflict with \"kubectl\""
+            )),
+            ActError::ManagerConflict(_)
+        ));
+        assert!(matches!(
+            ActError::from_kube(st(403, "forbidden")),
+            ActError::Api(_)
+        ));
+    }
+}

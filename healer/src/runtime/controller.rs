@@ -1,0 +1,975 @@
+//! The watches, their caches, and one reconcile per fleet.
+//!
+//! Watches (list + watch, kept in reflector stores, `managedFields` dropped):
+//!
+//! | resource | selector |
+//! | --- | --- |
+//! | CelldFleet | all |
+//! | StatefulSet, Deployment, Service | label `fleet.celld.dev/identity` exists |
+//! | ReplicaSet (metadata only) | label `fleet.celld.dev/identity` exists |
+//! | Pod | label `fleet.celld.dev/identity` exists |
+//! | Pod | label `fleet.celld.dev/replacement-fleet` exists (a held Pod that lost its identity label) |
+//! | PersistentVolumeClaim | all (another fleet's claim at a member name carries no label of ours) |
+//!
+//! Each watch event is mapped to the fleet it concerns (identity label, or for claims
+//! and Services their name) through the fleet cache, and the controller reconciles that
+//! fleet, coalescing bursts (250 ms debounce, at most 4 fleets at once). A reconcile
+//! also runs at the wake-up time `decide` returned. There is no periodic resync.
+//!
+//! A reconcile never acts on incomplete data:
+//! - before every watch has listed its objects once, or while a watch is failing, it
+//!   writes nothing and looks again shortly (log, `celld_healer_watch_healthy`);
+//! - when `observe` refuses an object, it writes nothing, records a Warning Event
+//!   `ObservationIncomplete` naming the object, and waits for the object to change.
+//!
+//! Only the lease holder reconciles; the standby keeps its caches warm and is ready, and
+//! reconciles every fleet the moment it becomes leader.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
+use celld_gen::api::{CelldFleet, CelldFleetStatus};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{self, Action as KAction};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use tokio::sync::watch as tokio_watch;
+use tracing::{debug, info, warn};
+
+use super::act::{self, ActError, Actor};
+use super::cli::HaltPoint;
+use super::events::Events;
+use super::http::Health;
+use super::infra::Verifier;
+use super::leader::Gate;
+use super::metrics::{Metrics, ResourceLabel};
+use crate::config::Config;
+use crate::observe::{self, Inputs, WorkloadObject};
+use crate::plan::{Action, Plan};
+use crate::snapshot::CapacitySignal;
+use crate::time::Timestamp;
+
+/// What the controller needs.
+pub struct Settings {
+    /// Client.
+    pub client: Client,
+    /// One namespace, or all.
+    pub namespace: Option<String>,
+    /// Delays for `decide`.
+    pub config: Config,
+    /// This replica's name.
+    pub identity: String,
+    /// Leader gate.
+    pub gate: Gate,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Readiness.
+    pub health: Arc<Health>,
+    /// Tests only.
+    pub halt_after: Option<HaltPoint>,
+}
+
+/// The controller.
+pub struct Controller {
+    s: Settings,
+}
+
+/// Every cache a snapshot is built from.
+#[derive(Clone)]
+struct Stores {
+    fleets: Store<CelldFleet>,
+    stateful_sets: Store<StatefulSet>,
+    deployments: Store<Deployment>,
+    replica_sets: Store<PartialObjectMeta<ReplicaSet>>,
+    pods: Store<Pod>,
+    held_pods: Store<Pod>,
+    claims: Store<PersistentVolumeClaim>,
+    services: Store<Service>,
+}
+
+/// The watches, by the name used in logs and metrics.
+const WATCHES: [&str; 8] = [
+    "celldfleets",
+    "statefulsets",
+    "deployments",
+    "replicasets",
+    "pods",
+    "pods-held",
+    "persistentvolumeclaims",
+    "services",
+];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum WatchState {
+    Listing,
+    Ok,
+    Failed(String),
+}
+
+/// Health of every watch.
+struct Watches {
+    states: Mutex<BTreeMap<&'static str, WatchState>>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
+
+impl Watches {
+    fn new(metrics: Arc<Metrics>, health: Arc<Health>) -> Watches {
+        for w in WATCHES {
+            metrics
+                .watch_healthy
+                .get_or_create(&ResourceLabel { resource: w })
+                .set(0);
+        }
+        Watches {
+            states: Mutex::new(WATCHES.iter().map(|w| (*w, WatchState::Listing)).collect()),
+            metrics,
+            health,
+        }
+    }
+
+    fn record<K>(&self, name: &'static str, ev: &Result<Event<K>, watcher::Error>) {
+        let next = match ev {
+            Err(e) => Some(WatchState::Failed(e.to_string())),
+            Ok(Event::InitDone) | Ok(Event::Apply(_)) | Ok(Event::Delete(_)) => {
+                Some(WatchState::Ok)
+            }
+            Ok(Event::Init) | Ok(Event::InitApply(_)) => None,
+        };
+        let Some(next) = next else { return };
+        let mut states = self.states.lock().expect("watch states");
+        let prev = states.insert(name, next.clone());
+        if prev.as_ref() != Some(&next) {
+            match &next {
+                WatchState::Failed(e) => {
+                    self.metrics.error("watch");
+                    warn!(watch = name, error = %e, "watch failed: no fleet is acted on until it recovers");
+                }
+                WatchState::Ok => info!(watch = name, "watch listed and running"),
+                WatchState::Listing => {}
+            }
+            let healthy = i64::from(next == WatchState::Ok);
+            self.metrics
+                .watch_healthy
+                .get_or_create(&ResourceLabel { resource: name })
+                .set(healthy);
+        }
+        if states.values().all(|s| *s == WatchState::Ok) {
+            self.health.set_synced();
+        }
+    }
+
+    /// Ok when every watch has listed and none is failing; else why not.
+    fn ready(&self) -> Result<(), String> {
+        let states = self.states.lock().expect("watch states");
+        let bad: Vec<String> = states
+            .iter()
+            .filter_map(|(n, s)| match s {
+                WatchState::Ok => None,
+                WatchState::Listing => Some(format!("{n}: not listed yet")),
+                WatchState::Failed(e) => Some(format!("{n}: {e}")),
+            })
+            .collect();
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(bad.join("; "))
+        }
+    }
+}
+
+/// Shared by every reconcile.
+struct Ctx {
+    client: Client,
+    stores: Stores,
+    watches: Arc<Watches>,
+    config: Config,
+    gate: Gate,
+    metrics: Arc<Metrics>,
+    events: Events,
+    infra: Verifier,
+    halt_after: Option<HaltPoint>,
+    /// The wake-up each fleet asked for last (for the deadline lag metric).
+    wakes: Mutex<HashMap<ObjectRef<CelldFleet>, Timestamp>>,
+    /// Whether each fleet was Blocked at its last reconcile.
+    blocked: Mutex<HashMap<ObjectRef<CelldFleet>, bool>>,
+    /// Consecutive failures per fleet (error back-off).
+    failures: Mutex<HashMap<ObjectRef<CelldFleet>, u32>>,
+}
+
+/// Why a reconcile failed (it is retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The action's write failed.
+    #[error("{action} failed: {source}")]
+    Act {
+        /// Action kind.
+        action: &'static str,
+        /// Cause.
+        source: ActError,
+    },
+    /// The status patch failed.
+    #[error("status patch failed: {0}")]
+    Status(#[source] kube::Error),
+}
+
+fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    Timestamp(ms)
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A watch feeding a store, recording its health, yielding every touched object.
+fn watched<K>(
+    name: &'static str,
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    ctx_watches: Arc<Watches>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    events
+        .map(move |ev| {
+            ctx_watches.record(name, &ev);
+            ev
+        })
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects()
+}
+
+fn label<'a, K: Resource>(o: &'a K, key: &str) -> Option<&'a str> {
+    o.meta().labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Fleets in `ns` whose identity is `identity` or whose name is `name`.
+fn fleets_matching(
+    fleets: &Store<CelldFleet>,
+    ns: Option<&str>,
+    matches: impl Fn(&CelldFleet) -> bool,
+) -> Vec<ObjectRef<CelldFleet>> {
+    fleets
+        .state()
+        .iter()
+        .filter(|f| f.metadata.namespace.as_deref() == ns && matches(f))
+        .map(|f| ObjectRef::from_obj(&**f))
+        .collect()
+}
+
+impl Controller {
+    /// A controller with these settings; nothing runs until [`Controller::run`].
+    pub fn new(s: Settings) -> Controller {
+        Controller { s }
+    }
+
+    /// Watches and reconciles until `shutdown` turns true (running reconciles finish).
+    pub async fn run(self, shutdown: tokio_watch::Receiver<bool>) -> Result<()> {
+        let s = self.s;
+        let ns = s.namespace.as_deref();
+        let client = &s.client;
+        let has_identity = watcher::Config::default().labels(IDENTITY);
+        let watches = Arc::new(Watches::new(s.metrics.clone(), s.health.clone()));
+
+        let (fleets, fleets_w) = reflector::store::<CelldFleet>();
+        let (stateful_sets, sts_w) = reflector::store::<StatefulSet>();
+        let (deployments, dep_w) = reflector::store::<Deployment>();
+        let (replica_sets, rs_w) = reflector::store::<PartialObjectMeta<ReplicaSet>>();
+        let (pods, pods_w) = reflector::store::<Pod>();
+        let (held_pods, held_w) = reflector::store::<Pod>();
+        let (claims, claims_w) = reflector::store::<PersistentVolumeClaim>();
+        let (services, svc_w) = reflector::store::<Service>();
+
+        let fleet_stream = watched(
+            "celldfleets",
+            watch_fn(api::<CelldFleet>(client, ns), watcher::Config::default()).default_backoff(),
+            fleets_w,
+            watches.clone(),
+        );
+        let sts_stream = watched(
+            "statefulsets",
+            watch_fn(api::<StatefulSet>(client, ns), has_identity.clone()).default_backoff(),
+            sts_w,
+            watches.clone(),
+        );
+        let dep_stream = watched(
+            "deployments",
+            watch_fn(api::<Deployment>(client, ns), has_identity.clone()).default_backoff(),
+            dep_w,
+            watches.clone(),
+        );
+        let rs_stream = watched(
+            "replicasets",
+            watch_fn(
+                api::<PartialObjectMeta<ReplicaSet>>(client, ns),
+                has_identity.clone(),
+            )
+            .default_backoff(),
+            rs_w,
+            watches.clone(),
+        );
+        let pod_stream = watched(
+            "pods",
+            watch_fn(api::<Pod>(client, ns), has_identity.clone()).default_backoff(),
+            pods_w,
+            watches.clone(),
+        );
+        let held_stream = watched(
+            "pods-held",
+            watch_fn(
+                api::<Pod>(client, ns),
+                watcher::Config::default().labels(REPLACEMENT_INDEX),
+            )
+            .default_backoff(),
+            held_w,
+            watches.clone(),
+        );
+        let claim_stream = watched(
+            "persistentvolumeclaims",
+            watch_fn(
+                api::<PersistentVolumeClaim>(client, ns),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+            claims_w,
+            watches.clone(),
+        );
+        let svc_stream = watched(
+            "services",
+            watch_fn(api::<Service>(client, ns), has_identity.clone()).default_backoff(),
+            svc_w,
+            watches.clone(),
+        );
+
+        let stores = Stores {
+            fleets: fleets.clone(),
+            stateful_sets,
+            deployments,
+            replica_sets,
+            pods,
+            held_pods,
+            claims,
+            services,
+        };
+        let ctx = Arc::new(Ctx {
+            client: s.client.clone(),
+            stores,
+            watches,
+            config: s.config.clone(),
+            gate: s.gate.clone(),
+            metrics: s.metrics.clone(),
+            events: Events::new(s.client.clone(), &s.identity, s.metrics.clone()),
+            infra: Verifier::default(),
+            halt_after: s.halt_after,
+            wakes: Mutex::new(HashMap::new()),
+            blocked: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        });
+
+        // Becoming leader reconciles every fleet.
+        let became_leader = futures::stream::unfold(s.gate.subscribe(), |mut rx| async move {
+            rx.changed().await.ok()?;
+            let leading = *rx.borrow_and_update();
+            Some((leading, rx))
+        })
+        .filter_map(|leading| std::future::ready(leading.then_some(())));
+
+        let by_identity = {
+            let fleets = fleets.clone();
+            move |o: &dyn ResourceLike| -> Vec<ObjectRef<CelldFleet>> {
+                let id = o.identity();
+                let name = o.name();
+                fleets_matching(&fleets, o.namespace(), |f| {
+                    id.is_some_and(|id| id == f.spec.identity)
+                        || o.names_fleet(f.metadata.name.as_deref().unwrap_or_default(), name)
+                })
+            }
+        };
+        let m1 = by_identity.clone();
+        let m2 = by_identity.clone();
+        let m3 = by_identity.clone();
+        let m4 = by_identity.clone();
+        let m5 = by_identity.clone();
+        let m6 = by_identity.clone();
+        let m7 = by_identity;
+
+        let mut shutdown = shutdown;
+        let controller = controller::Controller::for_stream(fleet_stream, fleets)
+            .watches_stream(sts_stream, move |o: StatefulSet| m1(&Obj::workload(&o)))
+            .watches_stream(dep_stream, move |o: Deployment| m2(&Obj::workload(&o)))
+            .watches_stream(rs_stream, move |o: PartialObjectMeta<ReplicaSet>| {
+                m3(&Obj::labelled(&o))
+            })
+            .watches_stream(pod_stream, move |o: Pod| m4(&Obj::labelled(&o)))
+            .watches_stream(held_stream, move |o: Pod| m5(&Obj::held(&o)))
+            .watches_stream(claim_stream, move |o: PersistentVolumeClaim| {
+                m6(&Obj::claim(&o))
+            })
+            .watches_stream(svc_stream, move |o: Service| m7(&Obj::service(&o)))
+            .reconcile_all_on(became_leader)
+            .graceful_shutdown_on(async move {
+                let _ = shutdown.wait_for(|s| *s).await;
+            })
+            .with_config(
+                controller::Config::default()
+                    .concurrency(4)
+                    .debounce(Duration::from_millis(250)),
+            );
+        controller
+            .run(reconcile, error_policy, ctx)
+            .for_each(|r| async move {
+                match r {
+                    Ok(_) => {}
+                    Err(controller::Error::ReconcilerFailed(e, obj)) => {
+                        debug!(fleet = %obj, error = %e, "reconcile failed (retried with back-off)")
+                    }
+                    Err(e) => debug!(error = %e, "controller event"),
+                }
+            })
+            .await;
+        Ok(())
+    }
+}
+
+/// The facts a mapper needs of a watched object.
+trait ResourceLike {
+    fn namespace(&self) -> Option<&str>;
+    fn name(&self) -> &str;
+    fn identity(&self) -> Option<&str>;
+    /// Whether the object's name alone ties it to fleet `fleet`.
+    fn names_fleet(&self, fleet: &str, name: &str) -> bool;
+}
+
+/// A watched object reduced to what the mappers read.
+struct Obj<'a> {
+    namespace: Option<&'a str>,
+    name: &'a str,
+    identity: Option<&'a str>,
+    by_name: fn(&str, &str) -> bool,
+}
+
+impl<'a> Obj<'a> {
+    fn base<K: Resource>(o: &'a K, identity_key: &str, by_name: fn(&str, &str) -> bool) -> Obj<'a> {
+        Obj {
+            namespace: o.meta().namespace.as_deref(),
+            name: o.meta().name.as_deref().unwrap_or_default(),
+            identity: label(o, identity_key),
+            by_name,
+        }
+    }
+
+    /// A workload: identity label, or named after the fleet.
+    fn workload<K: Resource>(o: &'a K) -> Obj<'a> {
+        Obj::base(o, IDENTITY, |fleet, name| fleet == name)
+    }
+
+    /// Anything tied to its fleet by the identity label only.
+    fn labelled<K: Resource>(o: &'a K) -> Obj<'a> {
+        Obj::base(o, IDENTITY, |_, _| false)
+    }
+
+    /// A Pod held by a handoff: the index label carries the identity.
+    fn held(o: &'a Pod) -> Obj<'a> {
+        Obj::base(o, REPLACEMENT_INDEX, |_, _| false)
+    }
+
+    /// A claim: identity label, or a member claim name of the fleet (another fleet's
+    /// disk at one of our names).
+    fn claim(o: &'a PersistentVolumeClaim) -> Obj<'a> {
+        Obj::base(o, IDENTITY, |fleet, name| {
+            claim_ordinal(fleet, name).is_some()
+        })
+    }
+
+    /// A Service: identity label, or one of the two names the generator gives them.
+    fn service(o: &'a Service) -> Obj<'a> {
+        Obj::base(o, IDENTITY, |fleet, name| {
+            name == fleet || name.strip_suffix("-peers") == Some(fleet)
+        })
+    }
+}
+
+impl ResourceLike for Obj<'_> {
+    fn namespace(&self) -> Option<&str> {
+        self.namespace
+    }
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn identity(&self) -> Option<&str> {
+        self.identity
+    }
+    fn names_fleet(&self, fleet: &str, name: &str) -> bool {
+        (self.by_name)(fleet, name)
+    }
+}
+
+fn error_policy(fleet: Arc<CelldFleet>, err: &ReconcileError, ctx: Arc<Ctx>) -> KAction {
+    let key = ObjectRef::from_obj(&*fleet);
+    let n = {
+        let mut f = ctx.failures.lock().expect("failures");
+        let n = f.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let delay = Duration::from_secs((1u64 << n.min(8)).min(300));
+    warn!(fleet = %key, error = %err, retry_in = ?delay, "reconcile failed");
+    KAction::requeue(delay)
+}
+
+/// Everything of one fleet from the caches, cloned (the caches keep changing).
+struct Gathered {
+    workload_sts: Option<Arc<StatefulSet>>,
+    workload_dep: Option<Arc<Deployment>>,
+    pods: Vec<Pod>,
+    claims: Vec<PersistentVolumeClaim>,
+    replica_sets: Vec<ReplicaSet>,
+}
+
+fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
+    let ns = fleet.metadata.namespace.as_deref();
+    let name = fleet.metadata.name.as_deref().unwrap_or_default();
+    let identity = fleet.spec.identity.as_str();
+    let key = |n: &str| -> (Option<&str>, String) { (ns, n.to_string()) };
+    let (kns, kname) = key(name);
+    let sts = stores
+        .stateful_sets
+        .get(&ObjectRef::new(&kname).within(kns.unwrap_or_default()));
+    let dep = stores
+        .deployments
+        .get(&ObjectRef::new(&kname).within(kns.unwrap_or_default()));
+    let in_ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.namespace.as_deref() == ns
+    };
+    let mut pods: Vec<Pod> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for p in stores
+        .pods
+        .state()
+        .iter()
+        .chain(stores.held_pods.state().iter())
+    {
+        let m = &p.metadata;
+        let ours = m.labels.as_ref().is_some_and(|l| {
+            l.get(IDENTITY).map(String::as_str) == Some(identity)
+                || l.get(REPLACEMENT_INDEX).map(String::as_str) == Some(identity)
+        });
+        if in_ns(m) && ours && seen.insert(m.uid.clone()) {
+            pods.push((**p).clone());
+        }
+    }
+    let claims = stores
+        .claims
+        .state()
+        .iter()
+        .filter(|c| {
+            let m = &c.metadata;
+            in_ns(m)
+                && (m
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(IDENTITY))
+                    .map(String::as_str)
+                    == Some(identity)
+                    || m.name
+                        .as_deref()
+                        .is_some_and(|n| claim_ordinal(name, n).is_some()))
+        })
+        .map(|c| (**c).clone())
+        .collect();
+    let replica_sets = stores
+        .replica_sets
+        .state()
+        .iter()
+        .filter(|r| {
+            in_ns(&r.metadata)
+                && r.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(IDENTITY))
+                    .map(String::as_str)
+                    == Some(identity)
+        })
+        .map(|r| ReplicaSet {
+            metadata: r.metadata.clone(),
+            ..ReplicaSet::default()
+        })
+        .collect();
+    Gathered {
+        workload_sts: sts,
+        workload_dep: dep,
+        pods,
+        claims,
+        replica_sets,
+    }
+}
+
+/// Turns `wake_at` into the controller's next step, remembering it for the lag metric.
+fn next_step(
+    ctx: &Ctx,
+    key: &ObjectRef<CelldFleet>,
+    plan_wake: Option<Timestamp>,
+    now: Timestamp,
+) -> KAction {
+    let mut wakes = ctx.wakes.lock().expect("wakes");
+    match plan_wake {
+        Some(t) => {
+            wakes.insert(key.clone(), t);
+            let ms = (t - now).millis().max(1) as u64;
+            KAction::requeue(Duration::from_millis(ms))
+        }
+        None => {
+            wakes.remove(key);
+            KAction::await_change()
+        }
+    }
+}
+
+async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, ReconcileError> {
+    let key = ObjectRef::from_obj(&*fleet);
+    if !ctx.gate.may_act() {
+        ctx.metrics.reconcile("standby");
+        return Ok(KAction::await_change());
+    }
+    if let Err(why) = ctx.watches.ready() {
+        ctx.metrics.reconcile("unsynced");
+        debug!(fleet = %key, why = %why, "caches incomplete: not acting");
+        return Ok(KAction::requeue(Duration::from_secs(1)));
+    }
+    // The cache may hold a newer version than the trigger.
+    let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
+    let g = gather(&ctx.stores, &fleet);
+    let workload = if fleet.spec.is_stateful_set() {
+        g.workload_sts
+            .as_deref()
+            .map(WorkloadObject::StatefulSet)
+            .or(g.workload_dep.as_deref().map(WorkloadObject::Deployment))
+    } else {
+        g.workload_dep
+            .as_deref()
+            .map(WorkloadObject::Deployment)
+            .or(g.workload_sts.as_deref().map(WorkloadObject::StatefulSet))
+    };
+    let svc_ns = fleet.metadata.namespace.clone().unwrap_or_default();
+    let infrastructure = ctx.infra.verify(&fleet, |n| {
+        ctx.stores
+            .services
+            .get(&ObjectRef::new(n).within(&svc_ns))
+            .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
+    });
+    let zones = BTreeMap::new();
+    let capacity = CapacitySignal::default();
+    let snapshot = match observe::snapshot(Inputs {
+        fleet: &fleet,
+        workload,
+        pods: &g.pods,
+        claims: &g.claims,
+        replica_sets: &g.replica_sets,
+        node_zones: &zones,
+        infrastructure: &infrastructure,
+        capacity: &capacity,
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.metrics.reconcile("unobservable");
+            ctx.metrics.error("observe");
+            warn!(fleet = %key, error = %e, "cannot read the fleet completely: not acting");
+            ctx.events
+                .publish(
+                    &fleet,
+                    true,
+                    "ObservationIncomplete",
+                    "Report",
+                    e.to_string(),
+                )
+                .await;
+            return Ok(KAction::await_change());
+        }
+    };
+    let now = now();
+    let started = std::time::Instant::now();
+    let plan = crate::decide(&snapshot, now, &ctx.config);
+    ctx.metrics
+        .decide_seconds
+        .observe(started.elapsed().as_secs_f64());
+    let due = ctx.wakes.lock().expect("wakes").get(&key).copied();
+
+    if let Some(action) = &plan.action {
+        let kind = act::kind(action);
+        let pod = pod_named(&ctx.stores, &fleet, action);
+        let actor = Actor {
+            client: &ctx.client,
+            fleet: &fleet,
+            pod,
+            gate: &ctx.gate,
+            halt_after: ctx.halt_after,
+        };
+        match actor.execute(action).await {
+            Ok(()) => {
+                ctx.metrics.action(kind, "ok");
+                ctx.metrics.reconcile("acted");
+                let after = crate::time::Timestamp(self::now().0);
+                if let Some(due) = due.filter(|d| *d <= after) {
+                    ctx.metrics
+                        .deadline_lag_seconds
+                        .observe((after - due).millis() as f64 / 1000.0);
+                }
+                info!(
+                    fleet = %key, rule = plan.rule, action = kind, detail = ?action,
+                    deadline = due.map(|d| d.rfc3339()),
+                    "acted"
+                );
+                record_action_event(&ctx, &fleet, &plan, action).await;
+                ctx.failures.lock().expect("failures").remove(&key);
+            }
+            Err(ActError::NotLeader) => {
+                ctx.metrics.action(kind, "not_leader");
+                ctx.metrics.reconcile("standby");
+                return Ok(KAction::await_change());
+            }
+            Err(e @ ActError::Conflict(_)) => {
+                ctx.metrics.action(kind, e.outcome());
+                ctx.metrics.reconcile("conflict");
+                info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
+                return Ok(KAction::requeue(Duration::from_secs(2)));
+            }
+            Err(e) => {
+                ctx.metrics.action(kind, e.outcome());
+                ctx.metrics.reconcile("error");
+                ctx.metrics.error("api");
+                if let ActError::ManagerConflict(m) = &e {
+                    ctx.events
+                        .publish(
+                            &fleet,
+                            true,
+                            "ReplicasOwnedElsewhere",
+                            kind,
+                            format!("The healer did not change spec.replicas: another field manager owns it ({m}). Stop that writer (e.g. remove replicas from Git) so the healer can own the field."),
+                        )
+                        .await;
+                }
+                return Err(ReconcileError::Act {
+                    action: kind,
+                    source: e,
+                });
+            }
+        }
+    } else {
+        ctx.metrics.reconcile("idle");
+        ctx.failures.lock().expect("failures").remove(&key);
+    }
+
+    write_status(&ctx, &fleet, &plan).await?;
+    Ok(next_step(&ctx, &key, plan.wake_at, now))
+}
+
+/// The cached Pod an action names (for handoff steps and release).
+fn pod_named(stores: &Stores, fleet: &CelldFleet, action: &Action) -> Option<Arc<Pod>> {
+    let name = match action {
+        Action::StartHandoff(h) => &h.pod,
+        Action::ReleaseHandoff { name, .. } | Action::AbortHandoff { name, .. } => name,
+        _ => return None,
+    };
+    let ns = fleet.metadata.namespace.as_deref().unwrap_or_default();
+    let r = ObjectRef::new(name).within(ns);
+    stores.pods.get(&r).or_else(|| stores.held_pods.get(&r))
+}
+
+async fn record_action_event(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan, action: &Action) {
+    let kind = act::kind(action);
+    let message = plan
+        .status
+        .conditions
+        .first()
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    match &plan.event {
+        Some(e) => {
+            ctx.events
+                .publish(
+                    fleet,
+                    e.type_ == "Warning",
+                    e.reason,
+                    kind,
+                    e.message.clone(),
+                )
+                .await
+        }
+        None => {
+            let (warning, reason) = match action {
+                Action::AddFleetFinalizer { .. } => (false, "FinalizerAdded"),
+                Action::RemoveFleetFinalizer { .. } => (false, "FleetReleased"),
+                Action::SetReplicas { from, replicas, .. } if replicas > from => {
+                    (false, "MembersAdded")
+                }
+                Action::SetReplicas { .. } => (false, "MemberRemoved"),
+                Action::ForceDeletePod { .. } => (true, "MemberForceDeleted"),
+                Action::DeletePod { .. } => (false, "MemberPodDeleted"),
+                Action::StartHandoff(_) => (true, "DiskHandoffStarted"),
+                Action::DeleteClaim { .. } => (true, "DiskDeleted"),
+                Action::ReleaseHandoff { .. } => (false, "DiskHandoffFinished"),
+                Action::AbortHandoff { .. } => (true, "DiskHandoffAborted"),
+                Action::DeleteWorkload { .. } => (false, "WorkloadDeleted"),
+            };
+            let detail = match action {
+                Action::SetReplicas {
+                    kind,
+                    name,
+                    from,
+                    replicas,
+                    ..
+                } => format!(
+                    "{} {name}: spec.replicas {from} -> {replicas}. {message}",
+                    kind.as_str()
+                ),
+                _ => message,
+            };
+            ctx.events
+                .publish(fleet, warning, reason, kind, detail)
+                .await
+        }
+    }
+}
+
+/// Patches the status (merge patch on the status subresource) when it changed, records
+/// an Event when the Blocked condition changed, and updates the blocked-fleets gauge.
+async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), ReconcileError> {
+    let key = ObjectRef::from_obj(fleet);
+    let old = fleet.status.clone().unwrap_or_default();
+    let new = &plan.status;
+    let blocked_of = |s: &CelldFleetStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Blocked")
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let was = blocked_of(&old);
+    let is = blocked_of(new);
+    if &old != new {
+        let old_v = serde_json::to_value(&old).unwrap_or(Value::Null);
+        let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
+        if let Some(diff) = merge_diff(&old_v, &new_v) {
+            let body = serde_json::json!({ "status": diff });
+            let api: Api<CelldFleet> = Api::namespaced(
+                ctx.client.clone(),
+                fleet.metadata.namespace.as_deref().unwrap_or_default(),
+            );
+            if !ctx.gate.may_act() {
+                return Ok(());
+            }
+            api.patch_status(
+                &fleet.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+            .map_err(|e| {
+                ctx.metrics.error("status");
+                ReconcileError::Status(e)
+            })?;
+        }
+    }
+    let changed = match (&was, &is) {
+        (Some((s1, r1, _)), Some((s2, r2, _))) => s1 != s2 || r1 != r2,
+        (None, Some((s, _, _))) => s == "True",
+        _ => false,
+    };
+    if changed && let Some((status, reason, message)) = &is {
+        let warning = status == "True";
+        let note = if warning {
+            format!("Blocked: {message}")
+        } else {
+            format!("No longer blocked: {message}")
+        };
+        ctx.events
+            .publish(fleet, warning, reason, "Report", note)
+            .await;
+    }
+    let blocked_now = is.as_ref().is_some_and(|(s, _, _)| s == "True");
+    let mut blocked = ctx.blocked.lock().expect("blocked");
+    blocked.insert(key, blocked_now);
+    let live: std::collections::HashSet<ObjectRef<CelldFleet>> = ctx
+        .stores
+        .fleets
+        .state()
+        .iter()
+        .map(|f| ObjectRef::from_obj(&**f))
+        .collect();
+    blocked.retain(|k, _| live.contains(k));
+    ctx.metrics
+        .blocked_fleets
+        .set(blocked.values().filter(|b| **b).count() as i64);
+    Ok(())
+}
+
+/// An RFC 7396 merge patch turning `old` into `new`, or None when they are equal.
+/// Removed keys become `null`; arrays and scalars are replaced whole.
+pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    if old == new {
+        return None;
+    }
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = Map::new();
+            for (k, nv) in n {
+                match o.get(k) {
+                    Some(ov) => {
+                        if let Some(d) = merge_diff(ov, nv) {
+                            out.insert(k.clone(), d);
+                        }
+                    }
+                    None => {
+                        out.insert(k.clone(), nv.clone());
+                    }
+                }
+            }
+            for k in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        _ => Some(new.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_diff_sets_changes_and_nulls_removals() {
+        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1], "gone": "x"});
+        let new = json!({"a": 1, "b": {"c": 2, "d": 4}, "e": [1, 2], "added": true});
+        assert_eq!(
+            merge_diff(&old, &new),
+            Some(json!({"b": {"d": 4}, "e": [1, 2], "added": true, "gone": null}))
+        );
+        assert_eq!(merge_diff(&old, &old), None);
+    }
+}

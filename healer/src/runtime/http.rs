@@ -1,0 +1,116 @@
+//! `/metrics`, `/healthz` and `/readyz` on one small HTTP/1 listener.
+//!
+//! - `/healthz`: 200 while the process serves requests (a liveness probe).
+//! - `/readyz`: 200 once every watch has listed its objects (both replicas, leader or
+//!   not, become ready: the standby keeps its caches warm); 503 before that and while
+//!   shutting down, with the reason in the body.
+//! - `/metrics`: the Prometheus/OpenMetrics text exposition of [`super::metrics`].
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tracing::{debug, info};
+
+use super::metrics::Metrics;
+
+/// What `/readyz` reports.
+#[derive(Default)]
+pub struct Health {
+    synced: AtomicBool,
+    shutting_down: AtomicBool,
+}
+
+impl Health {
+    /// Every watch has listed its objects once.
+    pub fn set_synced(&self) {
+        self.synced.store(true, Ordering::SeqCst);
+    }
+
+    /// A signal arrived.
+    pub fn set_shutting_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether every watch has listed its objects once.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    fn ready(&self) -> Result<(), &'static str> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            Err("shutting down\n")
+        } else if !self.synced() {
+            Err("watch caches not synced yet\n")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Serves until the task is aborted.
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, health: Arc<Health>) -> Result<()> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics listener on {addr}"))?;
+    info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let metrics = metrics.clone();
+        let health = health.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let metrics = metrics.clone();
+                let health = health.clone();
+                async move { Ok::<_, Infallible>(route(&req, &metrics, &health)) }
+            });
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await
+            {
+                debug!(error = %e, "metrics connection ended");
+            }
+        });
+    }
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(hyper::header::CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response is valid")
+}
+
+fn route(req: &Request<Incoming>, metrics: &Metrics, health: &Health) -> Response<Full<Bytes>> {
+    const PLAIN: &str = "text/plain; charset=utf-8";
+    if req.method() != hyper::Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, PLAIN, "GET only\n".into());
+    }
+    match req.uri().path() {
+        "/healthz" => text(StatusCode::OK, PLAIN, "ok\n".into()),
+        "/readyz" => match health.ready() {
+            Ok(()) => text(StatusCode::OK, PLAIN, "ok\n".into()),
+            Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, why.into()),
+        },
+        "/metrics" => text(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.encode(),
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            PLAIN,
+            "not found: try /metrics, /healthz or /readyz\n".into(),
+        ),
+    }
+}

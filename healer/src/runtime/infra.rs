@@ -1,0 +1,236 @@
+//! Verifying a fleet's live prerequisites against the generator's rendering.
+//!
+//! The healer does not write Services (Argo CD or Flux do); it checks that the live
+//! `<fleet>` and `<fleet>-peers` Services still say what `celld_gen::render` renders for
+//! the fleet, because growth, contraction and disk replacement rely on them (peer
+//! discovery through the headless Service with not-ready addresses published). Any
+//! difference is reported to `decide` as drift, which holds every lifecycle action as
+//! `InfrastructureBlocked` until the Service is restored.
+//!
+//! The comparison walks the rendered object:
+//! - a field the live object leaves unset (absent or null) is not a difference: filling
+//!   it is what the next sync does;
+//! - a field the rendering does not mention is not compared (API server defaults such
+//!   as `clusterIP`, `sessionAffinity`, `ipFamilies`; labels and annotations other
+//!   tools add);
+//! - everything else must be equal; lists must have the same length and are compared
+//!   item by item; the label selector must be exactly the rendered one, since an extra
+//!   key changes which Pods it selects.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use celld_gen::api::CelldFleet;
+use celld_gen::render::{ObjectKind, render_fleet};
+use k8s_openapi::api::core::v1::Service;
+use serde_json::Value;
+
+use crate::snapshot::Infrastructure;
+
+/// Rendered Services of one fleet generation: (name, object) or why rendering failed.
+type Rendered = Arc<Result<Vec<(String, Value)>, String>>;
+
+/// Caches the rendering per fleet uid and generation (rendering runs the templates).
+#[derive(Default)]
+pub struct Verifier {
+    cache: Mutex<HashMap<String, (i64, Rendered)>>,
+}
+
+impl Verifier {
+    /// Compares the live Services (looked up by name) with the rendering of `fleet`.
+    pub fn verify(
+        &self,
+        fleet: &CelldFleet,
+        live: impl Fn(&str) -> Option<Arc<Service>>,
+    ) -> Infrastructure {
+        let rendered = self.rendered(fleet);
+        let mut drift = Vec::new();
+        match rendered.as_ref() {
+            Err(e) => drift.push(format!(
+                "the fleet cannot be rendered to verify its Services ({e})"
+            )),
+            Ok(services) => {
+                for (name, want) in services {
+                    match live(name) {
+                        None => drift.push(format!(
+                            "Service {name} is missing or no longer carries the fleet's identity label"
+                        )),
+                        Some(svc) => {
+                            let have = serde_json::to_value(&*svc).unwrap_or(Value::Null);
+                            let mut diffs = Vec::new();
+                            compare(want, &have, "", &mut diffs);
+                            drift.extend(diffs.into_iter().map(|d| format!("Service {name}: {d}")));
+                        }
+                    }
+                }
+            }
+        }
+        Infrastructure { drift }
+    }
+
+    /// Drops the cached rendering of a fleet that is gone.
+    pub fn forget(&self, uid: &str) {
+        self.cache.lock().expect("infra cache").remove(uid);
+    }
+
+    fn rendered(&self, fleet: &CelldFleet) -> Rendered {
+        let uid = fleet.metadata.uid.clone().unwrap_or_default();
+        let generation = fleet.metadata.generation.unwrap_or(0);
+        if let Some((g, r)) = self.cache.lock().expect("infra cache").get(&uid)
+            && *g == generation
+        {
+            return r.clone();
+        }
+        let r: Rendered = Arc::new(render_services(fleet));
+        self.cache
+            .lock()
+            .expect("infra cache")
+            .insert(uid, (generation, r.clone()));
+        r
+    }
+}
+
+/// The Services the generator renders for `fleet`.
+pub fn render_services(fleet: &CelldFleet) -> Result<Vec<(String, Value)>, String> {
+    // Render from the spec alone, as the generator does from the fleet file.
+    let mut clean = CelldFleet::new(
+        fleet.metadata.name.as_deref().unwrap_or_default(),
+        fleet.spec.clone(),
+    );
+    clean.metadata.namespace = fleet.metadata.namespace.clone();
+    let rendered = render_fleet(&clean).map_err(|e| e.to_string())?;
+    rendered
+        .objects
+        .iter()
+        .filter(|o| o.kind == ObjectKind::Service)
+        .map(|o| {
+            serde_saphyr::from_str::<Value>(&o.yaml)
+                .map(|v| (o.name.clone(), v))
+                .map_err(|e| format!("rendered Service {} is not YAML: {e}", o.name))
+        })
+        .collect()
+}
+
+fn show(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 80 {
+        format!(
+            "{}...",
+            &s[..s.char_indices().nth(77).map_or(s.len(), |(i, _)| i)]
+        )
+    } else {
+        s
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Appends one line per difference between the rendered `want` and the live `have`.
+pub fn compare(want: &Value, have: &Value, path: &str, out: &mut Vec<String>) {
+    if have.is_null() {
+        // Unset live: filling it is not a difference.
+        return;
+    }
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => {
+            let exact = path == "spec.selector";
+            for (k, wv) in w {
+                if path == "metadata" && (k == "name" || k == "namespace") {
+                    continue;
+                }
+                let p = join(path, k);
+                match h.get(k) {
+                    None if exact || p == "spec.selector" => {
+                        out.push(format!("{p} is missing, the rendering has {}", show(wv)))
+                    }
+                    None => {}
+                    Some(hv) => compare(wv, hv, &p, out),
+                }
+            }
+            if exact {
+                for k in h.keys().filter(|k| !w.contains_key(*k)) {
+                    out.push(format!(
+                        "{} is set but the rendering has no such key",
+                        join(path, k)
+                    ));
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(h)) => {
+            if w.len() != h.len() {
+                out.push(format!(
+                    "{path} has {} entries, the rendering has {}",
+                    h.len(),
+                    w.len()
+                ));
+                return;
+            }
+            for (i, (wv, hv)) in w.iter().zip(h).enumerate() {
+                compare(wv, hv, &format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (w, h) if w == h => {}
+        (w, h) => out.push(format!(
+            "{path} is {}, the rendering has {}",
+            show(h),
+            show(w)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn diffs(want: Value, have: Value) -> Vec<String> {
+        let mut out = Vec::new();
+        compare(&want, &have, "", &mut out);
+        out
+    }
+
+    #[test]
+    fn unset_and_unmentioned_fields_are_not_differences() {
+        let want = json!({"spec": {"type": "ClusterIP", "publishNotReadyAddresses": true,
+            "ports": [{"port": 8081, "appProtocol": "tcp"}]}});
+        let have = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1",
+            "ports": [{"port": 8081}]}});
+        assert_eq!(diffs(want, have), Vec::<String>::new());
+    }
+
+    #[test]
+    fn changed_values_and_selectors_are_differences() {
+        let want = json!({"spec": {"publishNotReadyAddresses": true,
+            "selector": {"a": "1"}, "ports": [{"port": 8081}]}});
+        let have = json!({"spec": {"publishNotReadyAddresses": false,
+            "selector": {"a": "1", "b": "2"}, "ports": [{"port": 8082}]}});
+        let d = diffs(want, have);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(
+            d.iter().any(|l| l.contains("spec.publishNotReadyAddresses is false")),
+            "{d:?}"
+        );
+        assert!(
+            d.iter().any(|l| l.contains("spec.selector.b is set")),
+            "{d:?}"
+        );
+        assert!(
+            d.iter().any(|l| l.contains("spec.ports[0].port is 8082")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn extra_ports_are_differences() {
+        let want = json!({"spec": {"ports": [{"port": 1}]}});
+        let have = json!({"spec": {"ports": [{"port": 1}, {"port": 2}]}});
+        assert_eq!(diffs(want, have).len(), 1);
+    }
+}

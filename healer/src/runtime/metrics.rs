@@ -1,0 +1,216 @@
+//! Prometheus metrics (served as text on `/metrics`).
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `celld_healer_reconciles_total` | counter | `result`: acted, idle, conflict, error, standby, unobservable, unsynced |
+//! | `celld_healer_actions_total` | counter | `kind` (the Action variant), `outcome`: ok, conflict, error |
+//! | `celld_healer_blocked_fleets` | gauge | |
+//! | `celld_healer_errors_total` | counter | `kind`: api, observe, status, event, watch, lease |
+//! | `celld_healer_decide_duration_seconds` | histogram | |
+//! | `celld_healer_deadline_lag_seconds` | histogram | time from a wake-up `decide` asked for to the write it led to |
+//! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
+//! | `celld_healer_leader` | gauge | 1 while this replica holds the lease and may write |
+//! | `celld_healer_watch_healthy` | gauge | `resource`: 1 once listed and while the watch works |
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label set `result`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// Outcome of the reconcile.
+    pub result: &'static str,
+}
+
+/// Label set `kind`, `outcome`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    /// Action variant.
+    pub kind: &'static str,
+    /// ok, conflict or error.
+    pub outcome: &'static str,
+}
+
+/// Label set `kind`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// Error kind.
+    pub kind: &'static str,
+}
+
+/// Label set `verb`, `resource`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Kubernetes verb.
+    pub verb: &'static str,
+    /// Resource (plural, with `/subresource`).
+    pub resource: String,
+}
+
+/// Label set `resource`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// Watched resource.
+    pub resource: &'static str,
+}
+
+/// Every metric of the healer.
+pub struct Metrics {
+    registry: Registry,
+    /// Reconciles by result.
+    pub reconciles: Family<ResultLabel, Counter>,
+    /// Writes by action kind and outcome.
+    pub actions: Family<ActionLabels, Counter>,
+    /// Fleets whose Blocked condition is True.
+    pub blocked_fleets: Gauge,
+    /// Errors by kind.
+    pub errors: Family<KindLabel, Counter>,
+    /// Duration of `decide`.
+    pub decide_seconds: Histogram,
+    /// Lag between a deadline and the write it caused.
+    pub deadline_lag_seconds: Histogram,
+    /// Requests this process sent to the API server.
+    pub api_requests: Family<RequestLabels, Counter>,
+    /// 1 while leader.
+    pub leader: Gauge,
+    /// Watch health.
+    pub watch_healthy: Family<ResourceLabel, Gauge>,
+    /// Serializes encoding.
+    encode_lock: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let reconciles = Family::<ResultLabel, Counter>::default();
+        let actions = Family::<ActionLabels, Counter>::default();
+        let blocked_fleets = Gauge::default();
+        let errors = Family::<KindLabel, Counter>::default();
+        let decide_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 10));
+        let deadline_lag_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 12));
+        let api_requests = Family::<RequestLabels, Counter>::default();
+        let leader = Gauge::default();
+        let watch_healthy = Family::<ResourceLabel, Gauge>::default();
+        registry.register(
+            "celld_healer_reconciles",
+            "Reconciles of a fleet, by result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "celld_healer_actions",
+            "Writes the healer made, by action kind and outcome",
+            actions.clone(),
+        );
+        registry.register(
+            "celld_healer_blocked_fleets",
+            "Fleets whose Blocked condition is True",
+            blocked_fleets.clone(),
+        );
+        registry.register("celld_healer_errors", "Errors, by kind", errors.clone());
+        registry.register(
+            "celld_healer_decide_duration_seconds",
+            "Time spent in decide()",
+            decide_seconds.clone(),
+        );
+        registry.register(
+            "celld_healer_deadline_lag_seconds",
+            "Time from a deadline decide() asked to be woken at to the write it led to",
+            deadline_lag_seconds.clone(),
+        );
+        registry.register(
+            "celld_healer_api_requests",
+            "Requests sent to the Kubernetes API server, by verb and resource",
+            api_requests.clone(),
+        );
+        registry.register(
+            "celld_healer_leader",
+            "1 while this replica holds the lease and may write",
+            leader.clone(),
+        );
+        registry.register(
+            "celld_healer_watch_healthy",
+            "1 once a watch has listed its objects and while it works",
+            watch_healthy.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            actions,
+            blocked_fleets,
+            errors,
+            decide_seconds,
+            deadline_lag_seconds,
+            api_requests,
+            leader,
+            watch_healthy,
+            encode_lock: Mutex::new(()),
+        }
+    }
+
+    /// Counts a reconcile.
+    pub fn reconcile(&self, result: &'static str) {
+        self.reconciles.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Counts an error.
+    pub fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// Counts a write.
+    pub fn action(&self, kind: &'static str, outcome: &'static str) {
+        self.actions
+            .get_or_create(&ActionLabels { kind, outcome })
+            .inc();
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let _g = self.encode_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_the_named_series() {
+        let m = Metrics::new();
+        m.reconcile("idle");
+        m.action("SetReplicas", "ok");
+        m.error("api");
+        m.decide_seconds.observe(0.000_02);
+        let text = m.encode();
+        assert!(
+            text.contains("celld_healer_reconciles_total{result=\"idle\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("celld_healer_actions_total{kind=\"SetReplicas\",outcome=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("celld_healer_decide_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(text.contains("celld_healer_blocked_fleets 0"), "{text}");
+    }
+}

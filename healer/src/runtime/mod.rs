@@ -1,0 +1,130 @@
+//! The healer's runtime: the I/O around the pure [`crate::decide()`].
+//!
+//! ```text
+//! reflectors (watches)          controller.rs         act.rs            events.rs
+//! CelldFleet, StatefulSet, ──▶  one reconcile   ──▶  one write with ──▶ Event on the
+//! Deployment, ReplicaSet,       per fleet:           its preconditions  fleet; status
+//! Pod (identity label and       observe -> decide                       patch if changed
+//! replacement index), claims,
+//! Services (infra.rs)
+//! ```
+//!
+//! - [`controller`]: the watches, their stores and health, and the reconcile. A reconcile
+//!   runs when a watched object of the fleet changes, and at the wake-up time `decide`
+//!   returned; there is no polling loop.
+//! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
+//!   and resourceVersion preconditions.
+//! - [`leader`]: the coordination Lease; only the leader writes anything.
+//! - [`infra`]: verifies the live Services against the generator's rendering.
+//! - [`events`], [`metrics`], [`http`]: Kubernetes Events, Prometheus metrics, and the
+//!   `/metrics`, `/healthz`, `/readyz` endpoints.
+//! - [`rbac`]: every verb on every resource the healer uses (the install bundle's
+//!   ClusterRole and Role are rendered from the same list).
+//! - [`cli`]: command-line flags.
+
+pub mod act;
+pub mod cli;
+pub mod controller;
+pub mod events;
+pub mod http;
+pub mod infra;
+pub mod leader;
+pub mod metrics;
+pub mod rbac;
+pub mod requests;
+
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use tracing::{info, warn};
+
+pub use cli::Args;
+
+/// Runs the healer until SIGTERM or SIGINT: starts the HTTP endpoints, the Lease and the
+/// controller; on a signal, stops acting, lets running reconciles finish, releases the
+/// Lease and returns.
+pub async fn run(args: Args) -> Result<()> {
+    let config = args.decide_config()?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let client = requests::client(metrics.clone())
+        .await
+        .context("building the Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let identity = args.identity();
+    info!(
+        identity = %identity,
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        replacement_delay = ?args.member_replacement_delay,
+        force_delete_margin = ?args.force_delete_margin,
+        absorb_window = ?args.absorb_window,
+        "celld-healer starting"
+    );
+
+    let health = Arc::new(http::Health::default());
+    let http_task = tokio::spawn(http::serve(
+        args.metrics_addr,
+        metrics.clone(),
+        health.clone(),
+    ));
+
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let lease = leader::Elector::new(
+        client.clone(),
+        leader::LeaseConfig {
+            namespace: args.lease_namespace.clone(),
+            name: args.lease_name.clone(),
+            identity: identity.clone(),
+            duration: args.lease_duration,
+        },
+        metrics.clone(),
+    );
+    let gate = lease.gate();
+    let lease_task = tokio::spawn(lease.run(shutdown_rx.clone()));
+
+    let ctl = controller::Controller::new(controller::Settings {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        config,
+        identity: identity.clone(),
+        gate: gate.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        halt_after: args.test_halt_after,
+    });
+    let ctl_task = tokio::spawn(ctl.run(shutdown_rx.clone()));
+
+    let signal = shutdown_signal().await;
+    info!(
+        signal,
+        "shutting down: no new writes, finishing running reconciles"
+    );
+    // Stop acting first: the gate closes before anything else, so no write starts after
+    // this point even if the lease is still ours for a while.
+    gate.close();
+    health.set_shutting_down();
+    let _ = shutdown_tx.send(true);
+    match tokio::time::timeout(std::time::Duration::from_secs(20), ctl_task).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => warn!(error = %format!("{e:#}"), "controller ended with an error"),
+        Ok(Err(e)) => warn!(error = %e, "controller task failed"),
+        Err(_) => warn!("controller did not stop within 20s"),
+    }
+    // The lease task releases the lease (if held) once it sees the shutdown.
+    match tokio::time::timeout(std::time::Duration::from_secs(5), lease_task).await {
+        Ok(_) => {}
+        Err(_) => warn!("lease release did not finish within 5s"),
+    }
+    http_task.abort();
+    info!("celld-healer stopped");
+    Ok(())
+}
+
+/// Waits for SIGTERM or SIGINT and names it.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
