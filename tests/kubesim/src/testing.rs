@@ -134,10 +134,14 @@ pub async fn e2e_cluster(test: &str) -> Option<Cluster> {
         }
         Err(e) => {
             let bar = "!".repeat(78);
-            eprintln!(
+            let banner = format!(
                 "\n{bar}\n!! E2E TEST NOT RUN: {test}\n!! no reachable cluster: {e:#}\n!! \
-                 start tests/controlplane/start.sh, or set CELLD_E2E=1 to make this a failure\n{bar}\n"
+                 start tests/controlplane/start.sh, or set CELLD_E2E=1 to make this a failure\n{bar}\n\n"
             );
+            // Straight to the stderr handle: libtest's output capture only catches the
+            // print macros, and this notice must be seen.
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(banner.as_bytes());
             None
         }
     }
