@@ -56,7 +56,32 @@ impl Timestamp {
     /// RFC 3339 in UTC with second precision, e.g. `2026-11-29T08:15:00Z` (the form
     /// Kubernetes uses for condition times).
     pub fn rfc3339(self) -> String {
-        self.to_string()
+        // Hand-rolled: status carries one of these per member, and `decide` must stay
+        // fast on a 100-member fleet.
+        let secs = self.0.div_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        if !(0..=9999).contains(&y) {
+            return self.to_string();
+        }
+        let mut b = *b"0000-00-00T00:00:00Z";
+        let mut put = |at: usize, v: u32, width: usize| {
+            let mut v = v;
+            for i in (0..width).rev() {
+                b[at + i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, y as u32, 4);
+        put(5, m, 2);
+        put(8, d, 2);
+        put(11, (rem / 3600) as u32, 2);
+        put(14, ((rem % 3600) / 60) as u32, 2);
+        put(17, (rem % 60) as u32, 2);
+        let mut out = String::with_capacity(b.len());
+        out.extend(b.iter().map(|&c| c as char));
+        out
     }
 }
 

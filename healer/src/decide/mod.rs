@@ -104,7 +104,7 @@ pub(crate) struct Ctx<'a> {
     /// Member Pods (our identity, controlled by the workload), by ordinal for a
     /// StatefulSet. Deployment members are only in `member_list`.
     pub members: Vec<Option<&'a Pod>>,
-    /// Every member Pod, sorted by name.
+    /// Every member Pod, in snapshot order.
     pub member_list: Vec<&'a Pod>,
     /// Claims at member names by ordinal, whatever their identity.
     pub claims: Vec<Option<&'a Claim>>,
@@ -149,7 +149,6 @@ impl<'a> Ctx<'a> {
                 members[o] = Some(p);
             }
         }
-        member_list.sort_by(|a, b| a.name.cmp(&b.name));
         let mut claims: Vec<Option<&Claim>> = Vec::new();
         for c in &s.claims {
             if let Some(o) = claim_ordinal(&fleet.name, &c.name) {

@@ -10,7 +10,7 @@
 //! The previous status only keeps transition times (and `blockedSince`) stable; it never
 //! changes a decision.
 
-use celld_gen::api::labels::{IDENTITY, member_name};
+use celld_gen::api::labels::IDENTITY;
 use celld_gen::api::{CelldFleetStatus, Condition, MemberStatus};
 
 use super::disk::crash_looping;
@@ -158,11 +158,13 @@ fn member_states(cx: &Ctx) -> Vec<MemberStatus> {
         return Vec::new();
     };
     if w.kind == WorkloadKind::Deployment {
-        return cx
+        let mut states: Vec<MemberStatus> = cx
             .member_list
             .iter()
             .map(|p| state_of(cx, p.name.clone(), None, Some(p), None))
             .collect();
+        states.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        return states;
     }
     let n = (w.replicas.max(0) as usize).max(cx.members.len());
     (0..n)
@@ -171,7 +173,7 @@ fn member_states(cx: &Ctx) -> Vec<MemberStatus> {
             let note = cx.notes.get(o);
             state_of(
                 cx,
-                member_name(&cx.fleet.name, o as u32),
+                fast_member_name(&cx.fleet.name, o),
                 Some(o as i32),
                 cx.member(o),
                 note,
@@ -226,4 +228,24 @@ fn state_of(
         zone,
         message: note.and_then(|n| n.message.clone()),
     }
+}
+
+/// `<fleet>-<ordinal>` without the formatting machinery (one per member per call).
+fn fast_member_name(fleet: &str, o: usize) -> String {
+    let mut digits = [0u8; 20];
+    let mut n = o;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut s = String::with_capacity(fleet.len() + 1 + digits.len() - i);
+    s.push_str(fleet);
+    s.push('-');
+    s.extend(digits[i..].iter().map(|&c| c as char));
+    s
 }
