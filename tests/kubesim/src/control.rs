@@ -187,6 +187,32 @@ impl ControlClient {
             .await
     }
 
+    /// Stops only the node's kubelet: no heartbeats or status writes, but its stubs keep
+    /// running unsupervised (zombies) until the node starts again.
+    pub async fn stop_kubelet_keep_stubs(&self, node: &str) -> Result<NodeView> {
+        self.call(
+            Method::POST,
+            &format!("/nodes/{node}/stop"),
+            Some(&serde_json::json!({"keepStubs": true})),
+        )
+        .await
+    }
+
+    /// SIGKILLs a Pod's stub (the container restarts, restartCount + 1); returns its pid.
+    pub async fn kill_stub(&self, namespace: &str, name: &str) -> Result<u32> {
+        let v: serde_json::Value = self
+            .call::<(), _>(
+                Method::POST,
+                &format!("/pods/{namespace}/{name}/kill"),
+                None,
+            )
+            .await?;
+        v["pid"]
+            .as_u64()
+            .map(|p| p as u32)
+            .ok_or_else(|| anyhow::anyhow!("no pid in {v}"))
+    }
+
     /// Starts a stopped node again.
     pub async fn start_node(&self, node: &str) -> Result<NodeView> {
         self.call::<(), _>(Method::POST, &format!("/nodes/{node}/start"), None)

@@ -405,6 +405,26 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
         "faults: crash loop (restartCount grew past {rc}) and image pull shown, then cleared"
     );
 
+    // 4a. SIGKILL of the stub: same Pod, restartCount + 1, Ready again.
+    let before = restart_count(&pods.get("m-2").await?);
+    let uid = pods.get("m-2").await?.metadata.uid;
+    sim.control.kill_stub(ns, "m-2").await?;
+    let p = wait_for(
+        "m-2 restarted after SIGKILL",
+        Duration::from_secs(60),
+        || async {
+            Ok(get_pod(&pods, "m-2")
+                .await?
+                .filter(|p| restart_count(p) > before && pod_ready(p)))
+        },
+    )
+    .await?;
+    ensure!(p.metadata.uid == uid, "SIGKILL replaced the Pod");
+    eprintln!(
+        "SIGKILL: m-2 restarted in place (restartCount {before} -> {})",
+        restart_count(&p)
+    );
+
     // 4b. A fault keyed by name before the Pod exists: m-3 never pulls its image.
     let rule = sim
         .control
@@ -535,6 +555,59 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
     .await?;
     ensure!(z == zone0, "m-0 came back in {z}, its disk is in {zone0}");
     eprintln!("node back: old m-0 finalized, new m-0 Ready in {z}");
+
+    // 8. Only the kubelet dies (the stub runs on, a zombie): the force-deleted Pod's stub
+    //    keeps answering until the node starts again and its kubelet stops it.
+    let (_, node2, _, _) = member_zone[2].clone();
+    let node2 = get_pod(&pods, "m-2")
+        .await?
+        .and_then(|p| p.spec?.node_name)
+        .unwrap_or(node2);
+    let view = sim.control.state().await?;
+    let ip2 = view.pod(ns, "m-2").context("m-2 not listed")?.ip.clone();
+    let health2 = format!("http://{ip2}:8080/.well-known/celld/health");
+    sim.control.stop_kubelet_keep_stubs(&node2).await?;
+    let m2_uid = pods.get("m-2").await?.metadata.uid.unwrap_or_default();
+    pods.delete(
+        "m-2",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        },
+    )
+    .await?;
+    wait_for(
+        "force-deleted m-2 gone from the API",
+        Duration::from_secs(30),
+        || async {
+            Ok(get_pod(&pods, "m-2")
+                .await?
+                .is_none_or(|p| p.metadata.uid.as_deref() != Some(m2_uid.as_str()))
+                .then_some(()))
+        },
+    )
+    .await?;
+    let r = http.get(&health2, Duration::from_secs(1)).await?;
+    ensure!(
+        r.status.as_u16() == 200,
+        "zombie stub of m-2 not answering: {}",
+        r.status
+    );
+    sim.control.start_node(&node2).await?;
+    wait_for(
+        "the zombie stub to be stopped",
+        Duration::from_secs(30),
+        || async {
+            Ok(http
+                .get(&health2, Duration::from_secs(1))
+                .await
+                .is_err()
+                .then_some(()))
+        },
+    )
+    .await?;
+    wait_ready(&pods, "m-2", Duration::from_secs(120)).await?;
+    eprintln!("kubelet loss: zombie stub of m-2 answered until {node2} came back; m-2 Ready again");
 
     // Scale-in keeps claims (Retain): m-3's claim is still there.
     let pvc_count = claims.list(&ListParams::default()).await?.items.len();

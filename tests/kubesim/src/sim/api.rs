@@ -26,8 +26,17 @@ pub(crate) async fn handle(sim: Arc<Sim>, req: Req) -> Resp {
     let result = match (req.method.clone(), segs.as_slice()) {
         (Method::GET, ["healthz"]) => return http::text(StatusCode::OK, "ok"),
         (Method::GET, ["state"]) => return http::json(StatusCode::OK, &sim.state()),
-        (Method::POST, ["nodes", name, "stop"]) => node_action(&sim, name, false).await,
-        (Method::POST, ["nodes", name, "start"]) => node_action(&sim, name, true).await,
+        (Method::POST, ["nodes", name, "stop"]) => match req.json::<NodeStop>() {
+            Ok(body) => node_action(&sim, name, Some(body.keep_stubs)).await,
+            Err(r) => return *r,
+        },
+        (Method::POST, ["nodes", name, "start"]) => node_action(&sim, name, None).await,
+        (Method::POST, ["pods", ns, name, "kill"]) => {
+            match super::kubelet::kill_stub(&sim, ns, name).await {
+                Ok(pid) => Ok(json!({"pod": format!("{ns}/{name}"), "pid": pid})),
+                Err(msg) => Err((StatusCode::CONFLICT, msg)),
+            }
+        }
         (Method::POST, ["volumes", "delete"]) => match req.json::<VolumeDelete>() {
             Ok(body) => delete_volume(&sim, body).await,
             Err(r) => return *r,
@@ -91,14 +100,22 @@ fn internal(e: impl std::fmt::Display) -> (StatusCode, String) {
     (StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
-async fn node_action(sim: &Arc<Sim>, name: &str, start: bool) -> ApiResult {
+/// Body of `POST /nodes/{node}/stop` (optional).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeStop {
+    #[serde(default)]
+    keep_stubs: bool,
+}
+
+/// `stop`: Some(keep_stubs); start: None.
+async fn node_action(sim: &Arc<Sim>, name: &str, stop: Option<bool>) -> ApiResult {
     if sim.node(name).is_none() {
         return Err((StatusCode::NOT_FOUND, format!("no node {name}")));
     }
-    let r = if start {
-        super::node::start(sim, name).await
-    } else {
-        super::node::stop(sim, name).await
+    let r = match stop {
+        Some(keep) => super::node::stop(sim, name, keep).await,
+        None => super::node::start(sim, name).await,
     };
     r.map_err(|e| internal(format!("{e:#}")))?;
     let view = sim.state().nodes.into_iter().find(|n| n.name == name);

@@ -264,18 +264,29 @@ impl Worker {
 
     async fn run(mut self) {
         loop {
-            let Some(pod) = self.sim.pod(&self.ns, &self.name, &self.uid) else {
-                self.gone().await;
-                return;
-            };
             if !self.node.is_alive() {
-                self.kill_now().await;
+                // The machine is gone (its processes with it), or only its kubelet is,
+                // and the stub runs on unsupervised until the node starts again.
+                let keep = self.node.keep_stubs.load(Ordering::SeqCst);
+                if !keep {
+                    self.kill_now().await;
+                }
+                self.ready = false;
                 self.publish("NodeDown");
+                if !keep && self.sim.pod(&self.ns, &self.name, &self.uid).is_none() {
+                    // Removed from the API while its machine is down: nothing left to stop.
+                    self.gone().await;
+                    return;
+                }
                 if self.rx.changed().await.is_err() {
                     return;
                 }
                 continue;
             }
+            let Some(pod) = self.sim.pod(&self.ns, &self.name, &self.uid) else {
+                self.gone().await;
+                return;
+            };
             if pod.metadata.deletion_timestamp.is_some() {
                 self.terminate(&pod).await;
                 continue;
@@ -899,6 +910,7 @@ impl Worker {
     /// The Pod is gone from the API (deleted for good, maybe force-deleted): stop the stub
     /// as a kubelet does (SIGTERM, 2 s, SIGKILL), free the IP, remove the worker.
     async fn gone(&mut self) {
+        self.terminating = true;
         if let (Some(pid), true) = (self.child_pid, self.node.is_alive()) {
             signal(pid, libc::SIGTERM);
             if let Some(child) = self.child.as_mut()
@@ -930,6 +942,40 @@ fn container_name(pod: &Pod) -> String {
         .and_then(|s| s.containers.first())
         .map(|c| c.name.clone())
         .unwrap_or_default()
+}
+
+/// SIGKILLs the stub of the live Pod `namespace/name` (the container dies; the kubelet
+/// restarts it with restartCount + 1). Returns the killed pid once the worker has seen
+/// the exit.
+pub(crate) async fn kill_stub(sim: &Arc<Sim>, namespace: &str, name: &str) -> Result<u32, String> {
+    let view = {
+        let inner = sim.inner.lock().expect("inner lock");
+        inner
+            .workers
+            .values()
+            .find(|w| {
+                w.namespace == namespace
+                    && w.name == name
+                    && w.view.lock().expect("view").stub_pid.is_some()
+            })
+            .map(|w| w.view.clone())
+    };
+    let Some(view) = view else {
+        return Err(format!("no running stub for {namespace}/{name}"));
+    };
+    let Some(pid) = view.lock().expect("view").stub_pid else {
+        return Err(format!("no running stub for {namespace}/{name}"));
+    };
+    signal(pid, libc::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while view.lock().expect("view").stub_pid == Some(pid) {
+        if Instant::now() > deadline {
+            return Err(format!("stub {pid} of {namespace}/{name} did not die"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!(pod = %format!("{namespace}/{name}"), pid, "stub SIGKILLed (fault injected)");
+    Ok(pid)
 }
 
 /// Kills every stub on a node (the machine is gone) and waits until all are reaped.

@@ -149,6 +149,8 @@ pub(crate) struct SimNode {
     /// their API call, so a stop (write lock) returns only once no write is in flight.
     pub gate: RwLock<bool>,
     pub alive: AtomicBool,
+    /// Stopped with `keepStubs`: only the kubelet died; the stubs run on as zombies.
+    pub keep_stubs: AtomicBool,
     pub uid: Mutex<Option<String>>,
     pub ready_since: Mutex<k8s_openapi::jiff::Timestamp>,
     pub boot_id: Mutex<String>,
@@ -284,6 +286,7 @@ pub async fn run(cfg: Config) -> Result<()> {
                     spec,
                     gate: RwLock::new(true),
                     alive: AtomicBool::new(true),
+                    keep_stubs: AtomicBool::new(false),
                     uid: Mutex::new(None),
                     ready_since: Mutex::new(now),
                     boot_id: Mutex::new(format!("{:032x}", rand::random::<u128>())),

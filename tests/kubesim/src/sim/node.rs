@@ -22,7 +22,7 @@ fn is_not_found(e: &kube::Error) -> bool {
 pub(crate) async fn register_all(sim: &Arc<Sim>) -> Result<()> {
     let api: Api<Node> = Api::all(sim.client.clone());
     for node in sim.nodes.values() {
-        register(sim, &api, node).await?;
+        register(&api, node).await?;
         heartbeat(sim, node, true).await?;
     }
     if sim.cfg.prune_nodes {
@@ -43,7 +43,7 @@ pub(crate) async fn register_all(sim: &Arc<Sim>) -> Result<()> {
     Ok(())
 }
 
-async fn register(sim: &Sim, api: &Api<Node>, node: &SimNode) -> Result<()> {
+async fn register(api: &Api<Node>, node: &SimNode) -> Result<()> {
     let obj = objects::node_object(&node.spec);
     let created: Node = match api
         .create(
@@ -85,7 +85,6 @@ async fn register(sim: &Sim, api: &Api<Node>, node: &SimNode) -> Result<()> {
     )
     .await
     .with_context(|| format!("writing status of node {}", node.spec.name))?;
-    let _ = sim;
     Ok(())
 }
 
@@ -110,13 +109,24 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<(
     } else {
         objects::node_heartbeat(t, since)
     };
-    api.patch_status(
-        &node.spec.name,
-        &PatchParams::default(),
-        &Patch::Strategic(&body),
-    )
-    .await
-    .with_context(|| format!("node {} status heartbeat", node.spec.name))?;
+    match api
+        .patch_status(
+            &node.spec.name,
+            &PatchParams::default(),
+            &Patch::Strategic(&body),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => {
+            // Someone deleted the Node object: a kubelet registers again.
+            tracing::warn!(node = %node.spec.name, "node object gone; registering again");
+            register(&api, node).await?;
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("node {} status heartbeat", node.spec.name));
+        }
+    }
 
     let leases: Api<Lease> = Api::namespaced(sim.client.clone(), "kube-node-lease");
     let uid = node.uid.lock().expect("uid lock").clone();
@@ -174,7 +184,11 @@ pub(crate) async fn heartbeats(sim: Arc<Sim>) {
 
 /// Stops a machine: no more heartbeats or Pod writes, every stub on it killed. Returns once
 /// that is in effect.
-pub(crate) async fn stop(sim: &Arc<Sim>, name: &str) -> Result<()> {
+///
+/// With `keep_stubs`, only the kubelet stops: the stubs keep running unsupervised (a
+/// "zombie" celld on a node that lost its kubelet), until the node starts again and the
+/// kubelet stops the stubs of Pods deleted meanwhile.
+pub(crate) async fn stop(sim: &Arc<Sim>, name: &str, keep_stubs: bool) -> Result<()> {
     let node = sim
         .node(name)
         .ok_or_else(|| anyhow!("no node {name}"))?
@@ -182,10 +196,17 @@ pub(crate) async fn stop(sim: &Arc<Sim>, name: &str) -> Result<()> {
     {
         let mut gate = node.gate.write().await;
         *gate = false;
+        node.keep_stubs.store(keep_stubs, Ordering::SeqCst);
         node.alive.store(false, Ordering::SeqCst);
     }
-    tracing::warn!(node = %name, "node stopped (fault injected)");
-    super::kubelet::kill_node(sim, name).await;
+    if keep_stubs {
+        tracing::warn!(node = %name, "kubelet stopped, stubs left running (fault injected)");
+        let n = name.to_string();
+        sim.nudge_where(|w| w.node == n);
+    } else {
+        tracing::warn!(node = %name, "node stopped (fault injected)");
+        super::kubelet::kill_node(sim, name).await;
+    }
     Ok(())
 }
 
