@@ -205,12 +205,12 @@ fn build(w: &World) -> Snapshot {
     s
 }
 
-fn member_of<'a>(s: &'a Snapshot, o: u32) -> Option<&'a Pod> {
+fn member_of(s: &Snapshot, o: u32) -> Option<&Pod> {
     let name = member_name("alpha", o);
     s.pods.iter().find(|p| p.name == name)
 }
 
-fn own_claim<'a>(s: &'a Snapshot, o: u32) -> Option<&'a Claim> {
+fn own_claim(s: &Snapshot, o: u32) -> Option<&Claim> {
     let name = claim_name("alpha", o);
     s.claims
         .iter()

@@ -624,7 +624,7 @@ impl Sim {
         }
         // Objects go once terminated and free of finalizers.
         let before = self.pods.len();
-        self.pods.retain(|p| !(p.terminated && !p.fin));
+        self.pods.retain(|p| !p.terminated || p.fin);
         if self.pods.len() != before {
             removed = true;
         }
