@@ -1,7 +1,7 @@
 //! `celld-healer`: see `celld-healer --help` and the `celld_healer::runtime` module.
 
-use clap::Parser;
 use celld_healer::runtime::{self, Args, cli::LogFormat};
+use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]

@@ -894,8 +894,11 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
             })?;
         }
     }
+    // A change of Blocked: its status flipped, or it stays True for another reason.
+    // (While it is False its reason follows every phase of the fleet; those are not
+    // changes of Blocked.)
     let changed = match (&was, &is) {
-        (Some((s1, r1, _)), Some((s2, r2, _))) => s1 != s2 || r1 != r2,
+        (Some((s1, r1, _)), Some((s2, r2, _))) => s1 != s2 || (s2 == "True" && r1 != r2),
         (None, Some((s, _, _))) => s == "True",
         _ => false,
     };

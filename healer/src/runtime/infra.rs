@@ -214,7 +214,8 @@ mod tests {
         let d = diffs(want, have);
         assert_eq!(d.len(), 3, "{d:?}");
         assert!(
-            d.iter().any(|l| l.contains("spec.publishNotReadyAddresses is false")),
+            d.iter()
+                .any(|l| l.contains("spec.publishNotReadyAddresses is false")),
             "{d:?}"
         );
         assert!(
