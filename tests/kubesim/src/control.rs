@@ -213,6 +213,46 @@ impl ControlClient {
             .ok_or_else(|| anyhow::anyhow!("no pid in {v}"))
     }
 
+    /// The IP of the running Pod `namespace/name` as kubesim knows it.
+    pub async fn pod_ip(&self, namespace: &str, name: &str) -> Result<String> {
+        let state = self.state().await?;
+        state
+            .pods
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == name && p.container != "Finalized")
+            .map(|p| p.ip.clone())
+            .ok_or_else(|| anyhow::anyhow!("kubesim runs no Pod {namespace}/{name}"))
+    }
+
+    /// Merges `patch` into the mode of the Pod's stub (`PUT :8081/__stub/mode`); returns
+    /// the whole mode. Lasts until the stub restarts (use the Pod annotation
+    /// `kubesim.celld.dev/stub-mode` for a mode that survives restarts).
+    pub async fn set_stub_mode(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<serde_json::Value> {
+        let ip = self.pod_ip(namespace, name).await?;
+        let url = format!("http://{ip}:8081/__stub/mode");
+        self.http
+            .send_json(Method::PUT, &url, patch, Duration::from_secs(5))
+            .await?
+            .ok()?
+            .json()
+    }
+
+    /// The stub's `GET :8081/__stub/info` (member id, disks, runtime version, ...).
+    pub async fn stub_info(&self, namespace: &str, name: &str) -> Result<serde_json::Value> {
+        let ip = self.pod_ip(namespace, name).await?;
+        let url = format!("http://{ip}:8081/__stub/info");
+        self.http
+            .get(&url, Duration::from_secs(5))
+            .await?
+            .ok()?
+            .json()
+    }
+
     /// Starts a stopped node again.
     pub async fn start_node(&self, node: &str) -> Result<NodeView> {
         self.call::<(), _>(Method::POST, &format!("/nodes/{node}/start"), None)

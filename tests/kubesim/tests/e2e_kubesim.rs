@@ -332,6 +332,24 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
         );
     }
 
+    // Stub answers set through kubesim's client: an unhealthy member goes not-Ready.
+    let mode = sim
+        .control
+        .set_stub_mode(ns, "m-1", &json!({"health": "unhealthy", "version": "v2"}))
+        .await?;
+    ensure!(mode["version"] == "v2", "mode {mode}");
+    wait_for(
+        "m-1 not Ready while unhealthy",
+        Duration::from_secs(30),
+        || async { Ok(get_pod(&pods, "m-1").await?.filter(|p| !pod_ready(p))) },
+    )
+    .await?;
+    sim.control
+        .set_stub_mode(ns, "m-1", &json!({"health": "healthy"}))
+        .await?;
+    wait_ready(&pods, "m-1", Duration::from_secs(30)).await?;
+    eprintln!("readiness: m-1 went not-Ready while its stub said unhealthy, Ready again after");
+
     // 3. Graceful deletion on a live node: SIGTERM, drain, finalize; the StatefulSet
     //    brings m-2 back on the same disk.
     let old = pods.get("m-2").await?;

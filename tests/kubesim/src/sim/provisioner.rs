@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 
 use super::Sim;
@@ -24,16 +24,41 @@ pub(crate) async fn run(sim: Arc<Sim>) {
     }
 }
 
-async fn zone_of(sim: &Sim, node: &str) -> Option<String> {
+struct NodeGone;
+
+/// Zone of a node: ours from the configuration, others from their label.
+async fn zone_of(sim: &Sim, node: &str) -> Result<Option<String>, NodeGone> {
     if let Some(n) = sim.node(node) {
-        return Some(n.spec.zone.clone());
+        return Ok(Some(n.spec.zone.clone()));
     }
     let api: Api<Node> = Api::all(sim.client.clone());
-    api.get_opt(node)
+    match api.get_opt(node).await {
+        Ok(Some(n)) => Ok(n.metadata.labels.and_then(|l| l.get(ZONE_LABEL).cloned())),
+        Ok(None) => Err(NodeGone),
+        Err(e) => {
+            tracing::warn!(node, error = %e, "reading node");
+            Ok(None)
+        }
+    }
+}
+
+async fn unselect(sim: &Sim, claim: &PersistentVolumeClaim) {
+    let (Some(ns), Some(name)) = (&claim.metadata.namespace, &claim.metadata.name) else {
+        return;
+    };
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(sim.client.clone(), ns);
+    let patch = serde_json::json!({
+        "metadata": {
+            "uid": claim.metadata.uid,
+            "annotations": { objects::SELECTED_NODE_ANNOTATION: null },
+        }
+    });
+    if let Err(e) = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .ok()
-        .flatten()
-        .and_then(|n| n.metadata.labels?.get(ZONE_LABEL).cloned())
+    {
+        tracing::warn!(claim = %format!("{ns}/{name}"), error = %e, "removing selected-node");
+    }
 }
 
 async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
@@ -60,9 +85,19 @@ async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
             claim.metadata.namespace.as_deref().unwrap_or_default(),
             claim.metadata.name.as_deref().unwrap_or_default()
         );
-        let Some(zone) = zone_of(sim, selected).await else {
-            tracing::warn!(claim = %key, node = %selected, "selected node has no zone; not provisioning");
-            continue;
+        let zone = match zone_of(sim, selected).await {
+            Ok(Some(zone)) => zone,
+            Ok(None) => {
+                tracing::warn!(claim = %key, node = %selected, "selected node has no zone label; not provisioning");
+                continue;
+            }
+            Err(NodeGone) => {
+                // As the CSI external-provisioner does: hand the claim back to the
+                // scheduler by removing the annotation, so it picks a node that exists.
+                tracing::warn!(claim = %key, node = %selected, "selected node does not exist; asking the scheduler to reschedule");
+                unselect(sim, &claim).await;
+                continue;
+            }
         };
         let class = class.expect("checked by claim_wants_volume");
         let data_dir = sim.cfg.data_dir.join("volumes");
