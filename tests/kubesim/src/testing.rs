@@ -59,11 +59,18 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Serializes e2e tests that share this cluster (across test binaries): kubesim's node
-    /// names are fixed, so two kubesims on one cluster would fight. Hold the guard for the
-    /// whole test.
+    /// Serializes e2e tests that share this cluster (across test binaries and processes;
+    /// a file lock per kubeconfig in the temp dir): kubesim's node names are fixed, so two
+    /// kubesims on one cluster would fight. Hold the guard for the whole test.
     pub fn lock(&self) -> Result<ClusterLock> {
-        let path = std::env::temp_dir().join("celld-fleet-e2e.lock");
+        // One lock per cluster (kubeconfig path): independent clusters don't serialize.
+        let key =
+            std::fs::canonicalize(&self.kubeconfig).unwrap_or_else(|_| self.kubeconfig.clone());
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key.to_string_lossy().bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let path = std::env::temp_dir().join(format!("celld-fleet-e2e-{h:016x}.lock"));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -229,6 +236,8 @@ pub fn workspace_bin(name: &str, env: &str) -> Result<PathBuf> {
 pub struct KubeSimOptions {
     pub zones: Vec<String>,
     pub nodes_per_zone: u32,
+    /// Node names are `<node_prefix>-<zone>-<i>`.
+    pub node_prefix: String,
     pub lease_seconds: u64,
     pub crash_backoff_seconds: u64,
     pub extra_args: Vec<String>,
@@ -249,6 +258,7 @@ impl Default for KubeSimOptions {
                 "us-east-1c".into(),
             ],
             nodes_per_zone: 2,
+            node_prefix: "sim".into(),
             lease_seconds: 2,
             crash_backoff_seconds: 3,
             extra_args: Vec::new(),
@@ -295,6 +305,8 @@ impl KubeSim {
             .arg(opts.zones.join(","))
             .arg("--nodes-per-zone")
             .arg(opts.nodes_per_zone.to_string())
+            .arg("--node-prefix")
+            .arg(&opts.node_prefix)
             .arg("--lease-seconds")
             .arg(opts.lease_seconds.to_string())
             .arg("--crash-backoff-seconds")
@@ -327,6 +339,7 @@ impl KubeSim {
         let child = cmd
             .spawn()
             .with_context(|| format!("spawning {}", bin.display()))?;
+        let prefix = opts.node_prefix.as_str();
         let mut sim = KubeSim {
             child: Some(child),
             control: ControlClient::new("http://127.0.0.1:0"),
@@ -336,7 +349,7 @@ impl KubeSim {
                 .zones
                 .iter()
                 .flat_map(|z| {
-                    (0..opts.nodes_per_zone).map(move |i| crate::objects::node_name("sim", z, i))
+                    (0..opts.nodes_per_zone).map(move |i| crate::objects::node_name(prefix, z, i))
                 })
                 .collect(),
         };
