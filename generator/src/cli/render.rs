@@ -65,13 +65,16 @@ pub fn run(args: RenderArgs) -> u8 {
             }
             "standard output".to_owned()
         }
-        Some(dir) => {
-            if let Err(e) = output::write_tree(dir, &bundle) {
+        Some(dir) => match output::write_tree(dir, &bundle) {
+            Ok(output::WriteOutcome::Replaced) => format!("{}", dir.display()),
+            Ok(output::WriteOutcome::Unchanged) => {
+                format!("{} (already up to date, nothing written)", dir.display())
+            }
+            Err(e) => {
                 let _ = writeln!(anstream::stderr(), "error: {e}; nothing was written");
                 return FAILED;
             }
-            format!("{}", dir.display())
-        }
+        },
     };
     let _ = writeln!(
         anstream::stderr(),

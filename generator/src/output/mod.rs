@@ -37,17 +37,30 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
     }
 }
 
+/// What [`write_tree`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The directory already held exactly the bundle's files: nothing was touched.
+    Unchanged,
+    /// The directory was replaced by the bundle's files.
+    Replaced,
+}
+
 /// Replaces `dir` by exactly the bundle's files. Everything is written into a fresh
 /// sibling directory first; then the old directory is renamed aside, the new one renamed
 /// into place and the old one removed. `dir` is therefore never half-written: a reader
 /// sees the old tree or the new one (or, for the instant between the two renames, none).
-/// If anything fails before the swap, `dir` is untouched.
+/// If anything fails before the swap, `dir` is untouched. If `dir` already holds exactly
+/// the bundle's files, nothing is written at all (no churn of file times).
 ///
 /// `dir` may be missing, empty, or a directory this function wrote before (its
 /// top-level `kustomization.yaml` starts with [`HEADER`]); anything else is refused, so a
 /// mistyped `-o` can never wipe unrelated files.
-pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<(), WriteError> {
+pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<WriteOutcome, WriteError> {
     check_replaceable(dir)?;
+    if dir.is_dir() && holds_exactly(dir, &bundle.files) {
+        return Ok(WriteOutcome::Unchanged);
+    }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -83,9 +96,99 @@ pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<(), WriteError> {
         let _ = fs::remove_dir_all(&staged);
         return Err(io_err(dir)(e));
     }
-    // `aside` (holding the old tree) is removed when dropped.
+    if had_old {
+        remove_tree(&old);
+    }
+    // `aside` (now empty) is removed when dropped.
     drop(aside);
-    Ok(())
+    Ok(WriteOutcome::Replaced)
+}
+
+/// Whether `dir` holds exactly `files` (same paths, same bytes, no other files, no
+/// directories but theirs, no symbolic links).
+pub fn holds_exactly(dir: &Path, files: &[OutputFile]) -> bool {
+    let wanted: std::collections::BTreeMap<&str, &[u8]> = files
+        .iter()
+        .map(|f| (f.path.as_str(), f.contents.as_bytes()))
+        .collect();
+    let dirs: std::collections::BTreeSet<&str> = files
+        .iter()
+        .flat_map(|f| f.path.match_indices('/').map(move |(i, _)| &f.path[..i]))
+        .collect();
+    let mut seen = 0;
+    fn visit(
+        dir: &Path,
+        prefix: &str,
+        wanted: &std::collections::BTreeMap<&str, &[u8]>,
+        dirs: &std::collections::BTreeSet<&str>,
+        seen: &mut usize,
+    ) -> io::Result<bool> {
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                return Ok(false);
+            };
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let ty = entry.file_type()?;
+            if ty.is_dir() {
+                if !dirs.contains(rel.as_str()) || !visit(&entry.path(), &rel, wanted, dirs, seen)?
+                {
+                    return Ok(false);
+                }
+            } else if ty.is_file() {
+                match wanted.get(rel.as_str()) {
+                    Some(want) if entry.metadata()?.len() == want.len() as u64 => {
+                        if fs::read(entry.path())? != *want {
+                            return Ok(false);
+                        }
+                        *seen += 1;
+                    }
+                    _ => return Ok(false),
+                }
+            } else {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+    visit(dir, "", &wanted, &dirs, &mut seen).unwrap_or(false) && seen == wanted.len()
+}
+
+/// Removes a tree, spreading the work over the cores (removing thousands of small files
+/// is bound by file-system metadata updates, which proceed in parallel). Errors are
+/// ignored: the tree is already out of the way.
+fn remove_tree(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let threads = workers(children.len());
+    std::thread::scope(|s| {
+        for part in children.chunks(children.len().div_ceil(threads).max(1)) {
+            s.spawn(move || {
+                for p in part {
+                    let _ = if p.is_dir() {
+                        fs::remove_dir_all(p)
+                    } else {
+                        fs::remove_file(p)
+                    };
+                }
+            });
+        }
+    });
+    let _ = fs::remove_dir_all(dir);
+}
+
+fn workers(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items)
+        .max(1)
 }
 
 fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
@@ -116,6 +219,22 @@ pub fn is_ours(dir: &Path) -> bool {
 }
 
 fn write_files(root: &Path, files: &[OutputFile]) -> Result<(), WriteError> {
+    // Files are sorted by path, so each chunk holds whole folders (but for the edges).
+    let threads = workers(files.len() / 64);
+    let chunk = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| s.spawn(move || write_part(root, part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("writing does not panic"))
+            .collect::<Result<(), WriteError>>()
+    })
+}
+
+fn write_part(root: &Path, files: &[OutputFile]) -> Result<(), WriteError> {
     let mut made = std::collections::BTreeSet::new();
     for f in files {
         let path = root.join(&f.path);

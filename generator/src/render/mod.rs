@@ -21,6 +21,7 @@
 
 pub mod context;
 pub mod httproute;
+pub mod parse;
 pub mod roundtrip;
 pub mod templates;
 pub mod yaml;

@@ -18,8 +18,7 @@ pub fn check(kind: ObjectKind, yaml: &str) -> Result<(), String> {
     use k8s_openapi::api::{
         apps::v1 as apps, core::v1 as core, networking::v1 as net, policy::v1 as policy,
     };
-    let generic: Value =
-        serde_saphyr::from_str(yaml).map_err(|e| format!("not valid YAML: {e}"))?;
+    let generic = super::parse::parse_document(yaml).map_err(|e| format!("not valid YAML: {e}"))?;
     let expected = |field: &str| generic.get(field).and_then(Value::as_str).unwrap_or("");
     if expected("apiVersion") != kind.api_version() || expected("kind") != kind.kind() {
         return Err(format!(
@@ -44,7 +43,7 @@ pub fn check(kind: ObjectKind, yaml: &str) -> Result<(), String> {
 }
 
 fn same<T: DeserializeOwned + Serialize>(generic: Value) -> Result<(), String> {
-    let typed: T = serde_json::from_value(generic.clone())
+    let typed = T::deserialize(&generic)
         .map_err(|e| format!("does not parse as {}: {e}", std::any::type_name::<T>()))?;
     let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
     match first_difference(&generic, &back, &mut String::new()) {
