@@ -18,7 +18,7 @@ const IMAGE: &str = "ghcr.io/ewhauser/celld@sha256:1c0d854cd2af39fa439f163d5b88a
 /// A deterministic, varied fleet file: profiles, workloads, placement, zones, tuning,
 /// endpoints, telemetry, routing and capacity all rotate with `i`.
 fn fleet(i: usize, variant: usize) -> String {
-    let persistent = i % 3 == 0;
+    let persistent = i.is_multiple_of(3);
     let region = ["us-east-1", "eu-west-1", "ap-southeast-2"][i % 3];
     let zones = 1 + i % 3;
     let zone_list: Vec<String> = (0..zones)
@@ -59,9 +59,13 @@ spec:
     s.push_str(&format!(
         "  placement:\n    zones: [{}]\n    mode: {}\n",
         zone_list.join(", "),
-        if i % 4 == 0 { "Relaxed" } else { "Strict" }
+        if i.is_multiple_of(4) {
+            "Relaxed"
+        } else {
+            "Strict"
+        }
     ));
-    if !persistent && i % 2 == 0 {
+    if !persistent && i.is_multiple_of(2) {
         s.push_str("  bucketWorkload: Ordered\n");
     }
     if i % 4 == 1 {

@@ -229,8 +229,7 @@ fn write_files(root: &Path, files: &[OutputFile]) -> Result<(), WriteError> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("writing does not panic"))
-            .collect::<Result<(), WriteError>>()
+            .try_for_each(|h| h.join().expect("writing does not panic"))
     })
 }
 

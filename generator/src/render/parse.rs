@@ -12,11 +12,11 @@ use serde_json::{Map, Number, Value};
 
 /// Reads exactly one YAML document into a JSON value.
 pub fn parse_document(text: &str) -> Result<Value, String> {
-    let mut parser = Parser::new_from_str(text);
+    let parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Value> = None;
     let mut documents = 0;
-    while let Some(next) = parser.next() {
+    for next in parser {
         let (event, span) = next.map_err(|e| e.to_string())?;
         let at = || format!("line {}", span.start.line());
         let value = match event {
