@@ -1,0 +1,470 @@
+//! The rendered manifests against the real control plane, applied the way Argo CD does:
+//! `kubectl apply --server-side --field-manager=argocd-controller` over the kustomization
+//! tree (Argo CD runs kubectl's server-side apply with that manager).
+//!
+//! - every golden example applies with no error and no warning;
+//! - zero drift on first sync: `kubectl diff --server-side` reports nothing, and a real
+//!   re-apply leaves every object's resourceVersion untouched;
+//! - with replicas set by hand (no healer), a PersistentFleet's members get disks in their
+//!   own zones and become Ready, and a Bucket fleet's members become Ready.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{DeleteParams, ListParams};
+use kube::{Api, Client};
+use kubesim::testing::{
+    Cluster, KubeSim, KubeSimOptions, create_namespace, delete_namespace, e2e_cluster, pod_ready,
+    repo_root, wait_for,
+};
+use serde_json::Value;
+
+const MANAGER: &str = "argocd-controller";
+
+/// The kubectl built with the control plane, for the pinned version.
+fn kubectl() -> Result<PathBuf> {
+    let env = std::fs::read_to_string(repo_root().join("tests/k8s-version.env"))?;
+    let version = env
+        .lines()
+        .find_map(|l| l.strip_prefix("K8S_VERSION="))
+        .context("K8S_VERSION missing from tests/k8s-version.env")?;
+    let p = repo_root().join(format!("tests/.cluster/bin/{}/kubectl", version.trim()));
+    ensure!(
+        p.is_file(),
+        "{} not built (run tests/controlplane/build.sh)",
+        p.display()
+    );
+    Ok(p)
+}
+
+async fn run_kubectl(cluster: &Cluster, args: &[&str]) -> Result<Output> {
+    let out = tokio::process::Command::new(kubectl()?)
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(args)
+        .output()
+        .await
+        .context("running kubectl")?;
+    Ok(out)
+}
+
+/// Runs kubectl, requiring success and no `Warning:` on stderr. Returns stdout.
+async fn kubectl_clean(cluster: &Cluster, args: &[&str]) -> Result<String> {
+    let out = run_kubectl(cluster, args).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.success(),
+        "kubectl {} failed: {stderr}",
+        args.join(" ")
+    );
+    ensure!(
+        !stderr.contains("Warning:"),
+        "kubectl {} warned: {stderr}",
+        args.join(" ")
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Renders the install bundle and applies its CRDs, waiting until they are Established.
+async fn install_crds(cluster: &Cluster, dir: &Path) -> Result<()> {
+    let crds = dir.join("crds");
+    std::fs::create_dir_all(&crds)?;
+    for f in celld_gen::install::render(&celld_gen::install::InstallOptions::default()) {
+        if let Some(name) = f.path.strip_prefix("crds/") {
+            std::fs::write(crds.join(name), f.text)?;
+        }
+    }
+    let crds = crds.to_string_lossy().into_owned();
+    kubectl_clean(
+        cluster,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            MANAGER,
+            "-f",
+            &crds,
+        ],
+    )
+    .await?;
+    kubectl_clean(
+        cluster,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            &crds,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The golden tree's fleet namespaces.
+fn golden_namespaces() -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(repo_root().join("golden"))? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out.sort();
+    ensure!(!out.is_empty(), "golden/ has no fleets");
+    Ok(out)
+}
+
+async fn recreate_namespace(client: &Client, ns: &str) -> Result<()> {
+    delete_namespace(client, ns, Duration::from_secs(120)).await?;
+    create_namespace(client, ns).await
+}
+
+/// Every object of a kustomization as (kind/namespace/name, resourceVersion, generation).
+async fn versions(cluster: &Cluster, kustomization: &str) -> Result<Vec<(String, String, i64)>> {
+    let text = kubectl_clean(cluster, &["get", "-k", kustomization, "-o", "json"]).await?;
+    let list: Value = serde_json::from_str(&text)?;
+    let items = list["items"]
+        .as_array()
+        .context("kubectl get returned no items")?;
+    let mut out: Vec<(String, String, i64)> = items
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            (
+                format!(
+                    "{}/{}/{}",
+                    o["kind"].as_str().unwrap_or(""),
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap_or("")
+                ),
+                m["resourceVersion"].as_str().unwrap_or("").to_string(),
+                m["generation"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Deletes what a kustomization created (namespaced objects go with their namespace; the
+/// cluster-scoped reservations are deleted here).
+async fn delete_reservations(cluster: &Cluster) -> Result<()> {
+    let _ = run_kubectl(
+        cluster,
+        &[
+            "delete",
+            "celldbucketreservations.fleet.celld.dev",
+            "--all",
+            "--wait=true",
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn golden_examples_apply_like_argocd_without_warnings_or_drift() -> Result<()> {
+    let Some(cluster) =
+        e2e_cluster("golden_examples_apply_like_argocd_without_warnings_or_drift").await
+    else {
+        return Ok(());
+    };
+    let _lock = cluster.lock()?;
+    let tmp = tempdir("golden-apply")?;
+    install_crds(&cluster, &tmp).await?;
+    let namespaces = golden_namespaces()?;
+    for ns in &namespaces {
+        recreate_namespace(&cluster.client, ns).await?;
+    }
+    let golden = repo_root().join("golden").to_string_lossy().into_owned();
+    let result = async {
+        // First sync: no error, no warning.
+        let out = kubectl_clean(
+            &cluster,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager",
+                MANAGER,
+                "-k",
+                &golden,
+            ],
+        )
+        .await?;
+        let applied = out
+            .lines()
+            .filter(|l| l.contains("serverside-applied"))
+            .count();
+        let files = count_objects(&repo_root().join("golden"))?;
+        ensure!(
+            applied == files,
+            "{applied} objects applied, {files} rendered:\n{out}"
+        );
+        // Zero drift: a server-side dry-run diff finds nothing (exit 0 means no difference).
+        let diff = run_kubectl(
+            &cluster,
+            &[
+                "diff",
+                "--server-side",
+                "--field-manager",
+                MANAGER,
+                "-k",
+                &golden,
+            ],
+        )
+        .await?;
+        ensure!(
+            diff.status.success(),
+            "kubectl diff after the first sync (exit {:?}):\n{}{}",
+            diff.status.code(),
+            String::from_utf8_lossy(&diff.stdout),
+            String::from_utf8_lossy(&diff.stderr)
+        );
+        // And a real second sync changes nothing: every resourceVersion stays.
+        let before = versions(&cluster, &golden).await?;
+        kubectl_clean(
+            &cluster,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager",
+                MANAGER,
+                "-k",
+                &golden,
+            ],
+        )
+        .await?;
+        let after = versions(&cluster, &golden).await?;
+        ensure!(
+            before == after,
+            "re-apply changed objects:\nbefore {before:#?}\nafter {after:#?}"
+        );
+        eprintln!("golden: {applied} objects applied, no warning, no drift");
+        Ok(())
+    }
+    .await;
+    for ns in &namespaces {
+        delete_namespace(&cluster.client, ns, Duration::from_secs(120)).await?;
+    }
+    delete_reservations(&cluster).await?;
+    result
+}
+
+/// Objects in the golden tree: every YAML file except the kustomizations.
+fn count_objects(dir: &Path) -> Result<usize> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            n += count_objects(&p)?;
+        } else if p.extension().is_some_and(|x| x == "yaml")
+            && p.file_name().is_some_and(|f| f != "kustomization.yaml")
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn tempdir(prefix: &str) -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(kubesim::testing::unique_name(prefix));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+/// Zone label of the node a Pod runs on.
+async fn pod_zone(client: &Client, pod: &Pod) -> Result<String> {
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .context("pod not bound")?;
+    let n = Api::<Node>::all(client.clone()).get(&node).await?;
+    n.metadata
+        .labels
+        .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+        .context("node without zone")
+}
+
+/// Zone a PersistentVolume is pinned to by its node affinity.
+fn pv_zone(pv: &PersistentVolume) -> Option<String> {
+    let terms = &pv
+        .spec
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required
+        .as_ref()?
+        .node_selector_terms;
+    terms.iter().find_map(|t| {
+        t.match_expressions.iter().flatten().find_map(|e| {
+            (e.key == "topology.kubernetes.io/zone")
+                .then(|| e.values.as_ref().and_then(|v| v.first().cloned()))
+                .flatten()
+        })
+    })
+}
+
+async fn ready_pods(client: &Client, ns: &str, want: usize) -> Result<Vec<Pod>> {
+    wait_for(
+        &format!("{want} Ready members in {ns}"),
+        Duration::from_secs(120),
+        || async {
+            let pods = Api::<Pod>::namespaced(client.clone(), ns)
+                .list(&ListParams::default().labels("fleet.celld.dev/identity"))
+                .await?;
+            let ready: Vec<Pod> = pods.items.into_iter().filter(pod_ready).collect();
+            Ok((ready.len() == want).then_some(ready))
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
+    let Some(cluster) = e2e_cluster("hand_scaled_fleets_get_zonal_disks_and_become_ready").await
+    else {
+        return Ok(());
+    };
+    let _lock = cluster.lock()?;
+    let client = cluster.client.clone();
+    let sim = KubeSim::spawn(&cluster, KubeSimOptions::default()).await?;
+    let tmp = tempdir("golden-scale")?;
+    install_crds(&cluster, &tmp).await?;
+    // The examples name their StorageClass gp3 and their ServiceAccounts; here gp3 is
+    // kubesim's zonal disk, as EBS gp3 would be on AWS.
+    let setup = tmp.join("setup.yaml");
+    std::fs::write(
+        &setup,
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: gp3}\n\
+         provisioner: kubesim.celld.dev/disk\nvolumeBindingMode: WaitForFirstConsumer\nreclaimPolicy: Delete\n",
+    )?;
+    recreate_namespace(&client, "ledger").await?;
+    recreate_namespace(&client, "shop").await?;
+    let result = async {
+        kubectl_clean(
+            &cluster,
+            &["apply", "--server-side", "-f", &setup.to_string_lossy()],
+        )
+        .await?;
+        kubectl_clean(
+            &cluster,
+            &["-n", "ledger", "create", "serviceaccount", "ledger"],
+        )
+        .await?;
+        kubectl_clean(
+            &cluster,
+            &["-n", "shop", "create", "serviceaccount", "storefront"],
+        )
+        .await?;
+        for fleet in ["ledger/persistent", "shop/bucket-deployment"] {
+            let dir = repo_root().join("golden").join(fleet);
+            kubectl_clean(
+                &cluster,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager",
+                    MANAGER,
+                    "-k",
+                    &dir.to_string_lossy(),
+                ],
+            )
+            .await?;
+        }
+        // No healer here: replicas by hand, as a human with kubectl would.
+        kubectl_clean(
+            &cluster,
+            &[
+                "-n",
+                "ledger",
+                "scale",
+                "statefulset/persistent",
+                "--replicas=3",
+            ],
+        )
+        .await?;
+        kubectl_clean(
+            &cluster,
+            &[
+                "-n",
+                "shop",
+                "scale",
+                "deployment/bucket-deployment",
+                "--replicas=3",
+            ],
+        )
+        .await?;
+
+        let pods = ready_pods(&client, "ledger", 3).await?;
+        let mut zones = Vec::new();
+        for pod in &pods {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let zone = pod_zone(&client, pod).await?;
+            let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), "ledger")
+                .get(&format!("data-{name}"))
+                .await?;
+            let phase = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default();
+            ensure!(phase == "Bound", "claim data-{name} is {phase}");
+            let pv_name = claim
+                .spec
+                .as_ref()
+                .and_then(|s| s.volume_name.clone())
+                .unwrap_or_default();
+            let pv = Api::<PersistentVolume>::all(client.clone())
+                .get(&pv_name)
+                .await?;
+            ensure!(
+                pv_zone(&pv).as_deref() == Some(zone.as_str()),
+                "{name} runs in {zone} but its disk {pv_name} is pinned to {:?}",
+                pv_zone(&pv)
+            );
+            let modes = claim
+                .spec
+                .as_ref()
+                .and_then(|s| s.access_modes.clone())
+                .unwrap_or_default();
+            ensure!(
+                modes == ["ReadWriteOncePod"],
+                "claim access modes {modes:?}"
+            );
+            eprintln!("{name}: Ready in {zone}, disk {pv_name} Bound in {zone}");
+            zones.push(zone);
+        }
+        zones.sort();
+        zones.dedup();
+        ensure!(
+            zones.len() == 3,
+            "members are not spread over 3 zones: {zones:?}"
+        );
+        let bucket = ready_pods(&client, "shop", 3).await?;
+        ensure!(bucket.len() == 3);
+        eprintln!("shop/bucket-deployment: 3 members Ready");
+        Ok(())
+    }
+    .await;
+    let cleanup = async {
+        delete_namespace(&client, "ledger", Duration::from_secs(120)).await?;
+        delete_namespace(&client, "shop", Duration::from_secs(120)).await?;
+        delete_reservations(&cluster).await?;
+        let _ = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(client.clone())
+            .delete("gp3", &DeleteParams::default())
+            .await;
+        Ok::<(), anyhow::Error>(())
+    }
+    .await;
+    if result.is_err() {
+        eprintln!("kubesim log tail:\n{}", sim.log_tail(40));
+    }
+    drop(sim);
+    result?;
+    cleanup
+}
