@@ -121,6 +121,11 @@ pub struct Args {
     #[arg(long, value_name = "NAME", env = "POD_NAME")]
     pub identity: Option<String>,
 
+    /// Tests only: a claim created less than this before its Pod was made for that Pod
+    /// (a member on such a disk is not given another).
+    #[arg(long, hide = true, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub fresh_disk_age: Duration,
+
     /// Tests only: accept a --member-replacement-delay below 1m.
     #[arg(long, hide = true)]
     pub allow_short_delays: bool,
@@ -139,7 +144,7 @@ impl Args {
             replacement_delay: span(self.member_replacement_delay),
             force_delete_margin: span(self.force_delete_margin),
             absorb_window: span(self.absorb_window),
-            ..Config::default()
+            fresh_disk_age: span(self.fresh_disk_age),
         };
         if self.allow_short_delays {
             let mut probe = config.clone();

@@ -1,0 +1,274 @@
+//! Healer end-to-end, scenarios 3 and 5 of issue 5.
+//!
+//! 3. A node stops: its member is force-deleted once grace + margin have passed, and
+//!    comes back on its own disk in its zone on the zone's other node; no claim changes
+//!    uid. Measures the time from the deadline to the healer's write.
+//! 5. One member down past the replacement delay with the rest ready: replaced on a
+//!    fresh disk. Two members down: nothing destroyed. A member stuck on an image pull
+//!    or a config error: never replaced.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use celld_e2e::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{Api, ResourceExt};
+use kubesim::control::FaultKind;
+
+fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+async fn zone_of(env: &Env, node: &str) -> Result<String> {
+    let n = Api::<Node>::all(env.client.clone()).get(node).await?;
+    n.metadata
+        .labels
+        .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+        .context("node without zone")
+}
+
+fn uids(c: &BTreeMap<String, (String, String, bool)>) -> BTreeMap<String, String> {
+    c.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_stop_force_delete_keeps_disk() -> Result<()> {
+    let Some(mut env) = Env::start("node-stop").await? else {
+        return Ok(());
+    };
+    let r = node_stop(&mut env).await;
+    env.finish(r).await
+}
+
+async fn node_stop(env: &mut Env) -> Result<()> {
+    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    let h = env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let before = claims(env).await?;
+    let pods: Api<Pod> = env.api();
+    let victim = pods.get("alpha-1").await?;
+    let node = node_of(&victim);
+    let zone = zone_of(env, &node).await?;
+    let old_uid = victim.metadata.uid.clone().unwrap_or_default();
+    eprintln!("[node-stop] stopping {node} ({zone}), running alpha-1");
+    env.sim.control.stop_node(&node).await?;
+
+    // The node lifecycle controller evicts the Pod (deletionTimestamp = now + grace); its
+    // kubelet never confirms.
+    let deleting = wait_for("alpha-1 terminating", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move {
+            Ok(pods
+                .get_opt("alpha-1")
+                .await?
+                .and_then(|p| p.metadata.deletion_timestamp.clone()))
+        }
+    })
+    .await?;
+    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(5);
+    eprintln!(
+        "[node-stop] alpha-1 deletionTimestamp {}, force-delete deadline {deadline}",
+        deleting.0
+    );
+    let ev = wait_event(env, "alpha", "MemberForceDeleted", Duration::from_secs(60)).await?;
+    let at = ev.time.context("event without time")?;
+    let lag = at.duration_since(deadline);
+    eprintln!(
+        "[node-stop] MemberForceDeleted recorded at {at}: {lag:?} after the deadline ({})",
+        ev.note
+    );
+    ensure!(
+        lag.as_secs_f64() >= 0.0,
+        "force-deleted before the deadline"
+    );
+    ensure!(
+        lag.as_secs_f64() < 3.0,
+        "force-delete came {lag:?} after the deadline"
+    );
+
+    // It returns on its own disk, on the zone's other node.
+    let back = wait_for("alpha-1 back and ready", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        let old_uid = old_uid.clone();
+        async move {
+            Ok(pods
+                .get_opt("alpha-1")
+                .await?
+                .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()) && pod_ready(p)))
+        }
+    })
+    .await?;
+    let new_node = node_of(&back);
+    let new_zone = zone_of(env, &new_node).await?;
+    ensure!(
+        new_zone == zone,
+        "alpha-1 came back in {new_zone}, its disk is in {zone}"
+    );
+    let after = claims(env).await?;
+    ensure!(
+        uids(&before) == uids(&after),
+        "claims changed: {before:?} -> {after:?}"
+    );
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let m = env.h(h).metrics_text().await?;
+    eprintln!(
+        "[node-stop] alpha-1 back on {new_node} ({new_zone}) on its own disk; claims unchanged; \
+         healer deadline_lag: count {} sum {:.3}s",
+        sum_metric(&m, "celld_healer_deadline_lag_seconds_count"),
+        sum_metric(&m, "celld_healer_deadline_lag_seconds_sum")
+    );
+    env.sim.control.start_node(&node).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_member_replacement_rules() -> Result<()> {
+    let Some(mut env) = Env::start("down-member").await? else {
+        return Ok(());
+    };
+    let r = down_member(&mut env).await;
+    env.finish(r).await
+}
+
+async fn down_member(env: &mut Env) -> Result<()> {
+    // Three fleets at once: one member down (replaced), two down (left), image pull
+    // (left).
+    let one = FleetFile::persistent(&env.ns, "one", 3);
+    let two = FleetFile::persistent(&env.ns, "two", 3);
+    let img = FleetFile::persistent(&env.ns, "img", 3);
+    for f in [&one, &two, &img] {
+        env.apply_fleet(&f.yaml()).await?;
+    }
+    let mut o = env.healer_options();
+    // A disk is "made for its Pod" when created less than this before the Pod; the
+    // replaced member's Pod is recreated below so that its disk is older than it.
+    o.extra = vec!["--fresh-disk-age".into(), "3s".into()];
+    env.healer(o)?;
+    for f in [&one, &two, &img] {
+        wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    }
+    let pods: Api<Pod> = env.api();
+    let first = pods.get("one-2").await?.metadata.uid.clone();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pods.delete("one-2", &Default::default()).await?;
+    wait_for("one-2 recreated and ready", Duration::from_secs(60), || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            Ok(pods
+                .get_opt("one-2")
+                .await?
+                .filter(|p| p.metadata.uid != first && pod_ready(p))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    // Every member must have been ready for the absorb window (10 s) first.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let before = claims(env).await?;
+    let t0 = std::time::Instant::now();
+    set_stub_mode(
+        &pods.get("one-2").await?,
+        serde_json::json!({"health": "unhealthy"}),
+    )
+    .await?;
+    set_stub_mode(
+        &pods.get("two-0").await?,
+        serde_json::json!({"health": "unhealthy"}),
+    )
+    .await?;
+    set_stub_mode(
+        &pods.get("two-2").await?,
+        serde_json::json!({"health": "unhealthy"}),
+    )
+    .await?;
+    env.sim
+        .control
+        .set_pod_fault(&env.ns, "img-1", FaultKind::ImagePull)
+        .await?;
+    // The stub's process restarts under the fault; kubesim keeps the Pod.
+    let ev = wait_event(env, "one", "MemberReplaced", Duration::from_secs(90)).await?;
+    eprintln!(
+        "[down-member] one-2 replaced after {:?}: {ev}",
+        t0.elapsed()
+    );
+    let one2_claim = before.get("data-one-2").context("claim")?.0.clone();
+    wait_for(
+        "data-one-2 replaced and one-2 ready",
+        Duration::from_secs(90),
+        || async {
+            let c = claims(env).await?;
+            let fresh = c
+                .get("data-one-2")
+                .is_some_and(|(uid, phase, del)| *uid != one2_claim && phase == "Bound" && !del);
+            let ready = pods.get_opt("one-2").await?.is_some_and(|p| pod_ready(&p));
+            Ok((fresh && ready).then_some(()))
+        },
+    )
+    .await?;
+    // Let the others sit well past their delay (20 s) and the absorb window.
+    let waited = t0.elapsed();
+    if waited < Duration::from_secs(35) {
+        tokio::time::sleep(Duration::from_secs(35) - waited).await;
+    }
+    let after = claims(env).await?;
+    for (name, (uid, _, deleting)) in &before {
+        if name == "data-one-2" {
+            continue;
+        }
+        let now = after.get(name).with_context(|| format!("{name} is gone"))?;
+        ensure!(
+            now.0 == *uid && !now.2 && !deleting,
+            "{name} changed: {uid} -> {:?}",
+            now
+        );
+    }
+    for f in ["two", "img"] {
+        let evs = fleet_events(&env.client, &env.ns, Some(f)).await?;
+        ensure!(
+            !evs.iter()
+                .any(|e| e.action == "StartHandoff" || e.action == "DeleteClaim"),
+            "fleet {f} started a disk replacement: {evs:?}"
+        );
+    }
+    let (_, reason, msg) = condition(env, "img", "Ready")
+        .await?
+        .context("no condition")?;
+    eprintln!(
+        "[down-member] two (two members down) and img (image pull) left alone for {:?}; img reports {reason}: {msg}",
+        t0.elapsed()
+    );
+    let st = env
+        .api::<celld_gen::api::CelldFleet>()
+        .get("img")
+        .await?
+        .status
+        .context("status")?;
+    let m1 = st
+        .member_states
+        .iter()
+        .find(|m| m.name == "img-1")
+        .context("img-1 state")?;
+    ensure!(m1.state == "WaitingForImage", "img-1 state {m1:?}");
+    let two = env
+        .api::<celld_gen::api::CelldFleet>()
+        .get("two")
+        .await?
+        .status
+        .context("status")?;
+    eprintln!(
+        "[down-member] two: {:?}",
+        two.member_states
+            .iter()
+            .map(|m| (m.name.clone(), m.state.clone()))
+            .collect::<Vec<_>>()
+    );
+    let _ = pods.get("two-0").await?.name_any();
+    Ok(())
+}
