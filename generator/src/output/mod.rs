@@ -17,6 +17,9 @@ pub enum WriteError {
         "{0} exists and is not a celld-gen output directory (no kustomization.yaml starting with the celld-gen header); refusing to replace it. Render into an empty or new directory."
     )]
     NotOurs(PathBuf),
+    /// The path has no final name (`.`, `..`, `/`): it cannot be swapped.
+    #[error("{0} cannot be replaced as a whole; name the output directory (e.g. deploy/)")]
+    Unnamed(PathBuf),
     /// The directory is a symbolic link.
     #[error("{0} is a symbolic link; render into the directory it points to instead")]
     Symlink(PathBuf),
@@ -57,6 +60,9 @@ pub enum WriteOutcome {
 /// top-level `kustomization.yaml` starts with [`HEADER`]); anything else is refused, so a
 /// mistyped `-o` can never wipe unrelated files.
 pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<WriteOutcome, WriteError> {
+    if dir.file_name().is_none() {
+        return Err(WriteError::Unnamed(dir.to_path_buf()));
+    }
     check_replaceable(dir)?;
     if dir.is_dir() && holds_exactly(dir, &bundle.files) {
         return Ok(WriteOutcome::Unchanged);
@@ -69,7 +75,7 @@ pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<WriteOutcome, WriteErro
     let base = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
+        .unwrap_or_default();
 
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{base}.celld-gen-new-"))
