@@ -201,3 +201,15 @@ fn kustomizations_list_their_resources_sorted() {
         }
     }
 }
+
+#[test]
+fn rendering_the_rendered_fleets_reproduces_the_output() {
+    // celldfleet.yaml is the fleet file as written, so the output directory is itself a
+    // valid input that renders to exactly the same tree.
+    let bundle = render(&example_paths());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("deploy");
+    write_tree(&out, &bundle).unwrap();
+    let again = render(&[out]);
+    assert_eq!(again.files, bundle.files);
+}
