@@ -59,6 +59,10 @@ pub fn run(args: DiffArgs) -> u8 {
             return TROUBLE;
         }
     };
+    if let Err(e) = crate::output::check_replaceable(&args.output) {
+        let _ = writeln!(anstream::stderr(), "error: render would refuse: {e}");
+        return TROUBLE;
+    }
     let changes = match changes(&args.output, &bundle) {
         Ok(c) => c,
         Err(e) => {

@@ -197,7 +197,8 @@ fn workers(items: usize) -> usize {
         .max(1)
 }
 
-fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
+/// Whether [`write_tree`] may replace `dir`: missing, empty, or an earlier output.
+pub fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
