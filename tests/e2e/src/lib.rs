@@ -328,12 +328,33 @@ impl Env {
             .await
         {
             for f in l {
+                let st = f.status.clone().unwrap_or_default();
+                let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
+                let blocked = st.conditions.iter().find(|c| c.type_ == "Blocked");
                 out += &format!(
-                    "--- CelldFleet {} finalizers={:?} deleting={}\n{}\n",
+                    "--- CelldFleet {} finalizers={:?} deleting={} desired={:?} applied={:?} ready={:?}\n    Ready={:?} Blocked={:?} reason={:?}: {}\n    members: {:?}\n",
                     f.name_any(),
                     f.metadata.finalizers,
                     f.metadata.deletion_timestamp.is_some(),
-                    serde_json::to_string_pretty(&f.status).unwrap_or_default()
+                    st.desired_members,
+                    st.applied_members,
+                    st.ready_members,
+                    ready.map(|c| c.status.clone()),
+                    blocked.map(|c| c.status.clone()),
+                    ready.map(|c| c.reason.clone()),
+                    ready.map(|c| c.message.clone()).unwrap_or_default(),
+                    st.member_states
+                        .iter()
+                        .map(|m| format!(
+                            "{}={}{}",
+                            m.name,
+                            m.state,
+                            m.replace_at
+                                .as_ref()
+                                .map(|t| format!("(replace at {t})"))
+                                .unwrap_or_default()
+                        ))
+                        .collect::<Vec<_>>()
                 );
             }
         }
@@ -785,11 +806,11 @@ impl Healer {
     fn spawn(env: &Env, o: HealerOptions) -> Result<Healer> {
         let bin = healer_bin()?;
         let metrics = free_port()?;
-        let log = env.dir.join(format!("healer-{}.log", o.identity));
-        let logf = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?;
+        let log = (1..)
+            .map(|n| env.dir.join(format!("healer-{}-{n}.log", o.identity)))
+            .find(|p| !p.exists())
+            .expect("a free log name");
+        let logf = std::fs::File::create(&log)?;
         let mut cmd = Command::new(&bin);
         cmd.env("KUBECONFIG", &env.healer_kubeconfig)
             .env(

@@ -1,0 +1,369 @@
+//! Healer end-to-end, scenarios 4 and 8 of issue 5.
+//!
+//! 4. A volume is deleted: the claim goes Lost, the member gets a fresh disk through the
+//!    handoff; every other claim keeps its uid.
+//! 8. The healer is killed with SIGKILL at each step of a handoff, then restarted: a
+//!    prepared handoff (before or after its guarded Pod delete) is aborted and keeps the
+//!    disk; a committed one (before or after its claim delete) finishes; nothing else is
+//!    deleted.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use celld_e2e::*;
+use celld_healer::plan::HandoffRecord;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use serde_json::json;
+
+const FINALIZER: &str = "fleet.celld.dev/replacing-disk";
+const RECORD: &str = "fleet.celld.dev/replacement-claim";
+const INDEX: &str = "fleet.celld.dev/replacement-fleet";
+
+fn uids(c: &BTreeMap<String, (String, String, bool)>) -> BTreeMap<String, String> {
+    c.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
+}
+
+fn record(p: &Pod) -> Option<HandoffRecord> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get(RECORD)
+        .and_then(|v| HandoffRecord::parse(v).ok())
+}
+
+fn held(p: &Pod) -> bool {
+    p.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+}
+
+fn markers(p: &Pod) -> bool {
+    held(p)
+        || p.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(RECORD))
+        || p.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(INDEX))
+}
+
+/// Waits until claim `name` has a uid other than `old`, is Bound, and member `pod` is
+/// ready without handoff markers.
+async fn wait_fresh_disk(env: &Env, name: &str, old: &str, pod: &str) -> Result<()> {
+    let pods: Api<Pod> = env.api();
+    wait_for(
+        &format!("{name} replaced and {pod} ready"),
+        Duration::from_secs(120),
+        || {
+            let pods = pods.clone();
+            async move {
+                let c = claims(env).await?;
+                let fresh = c
+                    .get(name)
+                    .is_some_and(|(uid, phase, del)| uid != old && phase == "Bound" && !del);
+                let ready = pods.get_opt(pod).await?.is_some_and(|p| {
+                    pod_ready(&p) && !markers(&p) && p.metadata.deletion_timestamp.is_none()
+                });
+                Ok((fresh && ready).then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_volume_gets_a_fresh_disk() -> Result<()> {
+    let Some(mut env) = Env::start("lost-volume").await? else {
+        return Ok(());
+    };
+    let r = lost_volume(&mut env).await;
+    env.finish(r).await
+}
+
+async fn lost_volume(env: &mut Env) -> Result<()> {
+    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let before = claims(env).await?;
+    let t0 = std::time::Instant::now();
+    let gone = env
+        .sim
+        .control
+        .delete_claim_volume(&env.ns, "data-alpha-1")
+        .await?;
+    eprintln!("[lost-volume] deleted {} (data-alpha-1)", gone.pv);
+    let ev = wait_event(env, "alpha", "MemberDiskLost", Duration::from_secs(60)).await?;
+    eprintln!(
+        "[lost-volume] {:?} after the volume went: {ev}",
+        t0.elapsed()
+    );
+    wait_fresh_disk(env, "data-alpha-1", &before["data-alpha-1"].0, "alpha-1").await?;
+    eprintln!(
+        "[lost-volume] alpha-1 ready on a fresh disk {:?} after the volume went",
+        t0.elapsed()
+    );
+    let after = claims(env).await?;
+    for n in ["data-alpha-0", "data-alpha-2"] {
+        ensure!(before[n].0 == after[n].0, "{n} changed uid");
+    }
+    let evs = fleet_events(&env.client, &env.ns, Some("alpha")).await?;
+    let actions: Vec<String> = evs
+        .iter()
+        .filter(|e| e.action != "Report")
+        .map(|e| format!("{}:{}", e.action, e.reason))
+        .collect();
+    eprintln!("[lost-volume] healer writes: {actions:?}");
+    for want in ["StartHandoff", "DeleteClaim", "ReleaseHandoff"] {
+        ensure!(
+            evs.iter().any(|e| e.action == want),
+            "no {want} in {actions:?}"
+        );
+    }
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_handoff() -> Result<()> {
+    let Some(mut env) = Env::start("handoff-kill").await? else {
+        return Ok(());
+    };
+    let r = handoff_kill(&mut env).await;
+    env.finish(r).await
+}
+
+/// One healer run with `--test-halt-after <step>`: waits until it halted there, then
+/// SIGKILLs it.
+async fn run_until_halt(
+    env: &mut Env,
+    step: &str,
+    trigger: impl std::future::Future<Output = Result<()>>,
+) -> Result<()> {
+    let mut o = env.healer_options();
+    o.halt_after = Some(step.into());
+    o.extra = vec!["--fresh-disk-age".into(), "3s".into()];
+    let i = env.healer(o)?;
+    trigger.await?;
+    env.h(i)
+        .wait_log("halting for the test", Duration::from_secs(90))
+        .await
+        .with_context(|| format!("waiting for the healer to halt after {step}"))?;
+    env.h(i).kill();
+    eprintln!("[handoff-kill] healer SIGKILLed right after step {step:?}");
+    Ok(())
+}
+
+fn normal_healer(env: &mut Env) -> Result<usize> {
+    let mut o = env.healer_options();
+    o.extra = vec!["--fresh-disk-age".into(), "3s".into()];
+    env.healer(o)
+}
+
+async fn handoff_kill(env: &mut Env) -> Result<()> {
+    let pods: Api<Pod> = env.api();
+    let fleets = [
+        FleetFile::persistent(&env.ns, "prep", 3),
+        FleetFile::persistent(&env.ns, "del", 3),
+        FleetFile::persistent(&env.ns, "com", 3),
+        FleetFile::persistent(&env.ns, "cd", 3),
+    ];
+    for f in &fleets {
+        env.apply_fleet(&f.yaml()).await?;
+    }
+    let h = normal_healer(env)?;
+    for f in &fleets {
+        wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    }
+    // The members that go down get Pods newer than their disks (a disk made for the
+    // current Pod is never replaced; the healer runs with --fresh-disk-age 3s).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for p in ["prep-1", "del-1"] {
+        let first = pods.get(p).await?.metadata.uid.clone();
+        pods.delete(p, &Default::default()).await?;
+        wait_for(&format!("{p} recreated"), Duration::from_secs(60), || {
+            let pods = pods.clone();
+            let first = first.clone();
+            async move {
+                Ok(pods
+                    .get_opt(p)
+                    .await?
+                    .filter(|x| x.metadata.uid != first && pod_ready(x))
+                    .map(|_| ()))
+            }
+        })
+        .await?;
+    }
+    env.h(h).terminate();
+    let before = claims(env).await?;
+    // Absorb window: every other member ready for 10 s.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+
+    // --- 1. killed after prepare: the record is uncommitted, the Pod alive.
+    let p1 = pods.get("prep-1").await?;
+    let p1_uid = p1.metadata.uid.clone();
+    run_until_halt(env, "prepare", async {
+        set_stub_mode(&p1, json!({"health": "unhealthy"})).await
+    })
+    .await?;
+    let p = pods.get("prep-1").await?;
+    let rec = record(&p).context("no record after prepare")?;
+    ensure!(
+        held(&p) && !rec.committed && p.metadata.deletion_timestamp.is_none(),
+        "after prepare: {:?}",
+        p.metadata
+    );
+    // The member recovers while no healer runs.
+    set_stub_mode(&p, json!({"health": "healthy"})).await?;
+    wait_for("prep-1 ready again", Duration::from_secs(30), || {
+        let pods = pods.clone();
+        async move { Ok(pods.get("prep-1").await.ok().filter(pod_ready).map(|_| ())) }
+    })
+    .await?;
+    let h = normal_healer(env)?;
+    let ev = wait_event(env, "prep", "DiskHandoffAborted", Duration::from_secs(60)).await?;
+    wait_for("prep-1 released", Duration::from_secs(30), || {
+        let pods = pods.clone();
+        async move {
+            Ok(pods
+                .get("prep-1")
+                .await
+                .ok()
+                .filter(|p| !markers(p))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    let p = pods.get("prep-1").await?;
+    ensure!(p.metadata.uid == p1_uid, "prep-1 was deleted");
+    ensure!(
+        claims(env).await?["data-prep-1"].0 == before["data-prep-1"].0,
+        "data-prep-1 changed"
+    );
+    eprintln!(
+        "[handoff-kill] prepared: aborted on restart, Pod and disk kept ({})",
+        ev.note
+    );
+    env.h(h).terminate();
+
+    // --- 2. killed after the guarded Pod delete, before commit.
+    let d1 = pods.get("del-1").await?;
+    let d1_uid = d1.metadata.uid.clone();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    run_until_halt(env, "delete", async {
+        set_stub_mode(&d1, json!({"health": "unhealthy"})).await
+    })
+    .await?;
+    let p = pods.get("del-1").await?;
+    let rec = record(&p).context("no record after delete")?;
+    ensure!(
+        held(&p) && !rec.committed && p.metadata.deletion_timestamp.is_some(),
+        "after delete: {:?}",
+        p.metadata
+    );
+    let h = normal_healer(env)?;
+    wait_event(env, "del", "DiskHandoffAborted", Duration::from_secs(60)).await?;
+    wait_for("del-1 back on its disk", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        let d1_uid = d1_uid.clone();
+        async move {
+            Ok(pods
+                .get_opt("del-1")
+                .await?
+                .filter(|p| p.metadata.uid != d1_uid && pod_ready(p) && !markers(p))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    ensure!(
+        claims(env).await?["data-del-1"].0 == before["data-del-1"].0,
+        "data-del-1 changed"
+    );
+    eprintln!(
+        "[handoff-kill] deleted but uncommitted: aborted on restart, the member came back on its own disk"
+    );
+    env.h(h).terminate();
+
+    // --- 3. killed after commit: the restarted healer deletes the old disk and releases.
+    let ns = env.ns.clone();
+    let control = env.sim.control.clone();
+    run_until_halt(env, "commit", async {
+        control
+            .delete_claim_volume(&ns, "data-com-1")
+            .await
+            .map(|_| ())
+    })
+    .await?;
+    let p = pods.get("com-1").await?;
+    let rec = record(&p).context("no record after commit")?;
+    ensure!(
+        held(&p) && rec.committed && p.metadata.deletion_timestamp.is_some(),
+        "after commit: {:?}",
+        p.metadata
+    );
+    ensure!(
+        !claims(env).await?["data-com-1"].2,
+        "the claim was deleted before the kill"
+    );
+    let h = normal_healer(env)?;
+    wait_fresh_disk(env, "data-com-1", &before["data-com-1"].0, "com-1").await?;
+    eprintln!(
+        "[handoff-kill] committed: finished on restart (old disk deleted, member on a fresh one)"
+    );
+    env.h(h).terminate();
+
+    // --- 4. killed after the claim delete, before release.
+    run_until_halt(env, "claim-delete", async {
+        control
+            .delete_claim_volume(&ns, "data-cd-1")
+            .await
+            .map(|_| ())
+    })
+    .await?;
+    let p = pods.get("cd-1").await?;
+    ensure!(
+        held(&p),
+        "after claim delete: the hold is gone: {:?}",
+        p.metadata
+    );
+    let c = claims(env).await?;
+    ensure!(
+        c.get("data-cd-1")
+            .is_none_or(|x| x.2 || x.0 != before["data-cd-1"].0),
+        "the claim is not deleting"
+    );
+    let h = normal_healer(env)?;
+    wait_fresh_disk(env, "data-cd-1", &before["data-cd-1"].0, "cd-1").await?;
+    eprintln!(
+        "[handoff-kill] claim deleted, hold not released: released on restart, member on a fresh disk"
+    );
+
+    // Nothing else was deleted.
+    let after = claims(env).await?;
+    for (n, (uid, _, _)) in &before {
+        if n == "data-com-1" || n == "data-cd-1" {
+            continue;
+        }
+        ensure!(
+            after.get(n).is_some_and(|x| x.0 == *uid && !x.2),
+            "{n} changed: {:?}",
+            after.get(n)
+        );
+    }
+    ensure!(uids(&after).len() == uids(&before).len());
+    let evs = fleet_events(&env.client, &env.ns, None).await?;
+    let deletes: Vec<String> = evs
+        .iter()
+        .filter(|e| e.action == "DeleteClaim")
+        .map(|e| e.to_string())
+        .collect();
+    eprintln!("[handoff-kill] claim deletes over the whole test: {deletes:#?}");
+    env.h(h).terminate();
+    Ok(())
+}
