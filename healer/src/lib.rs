@@ -11,6 +11,7 @@
 //! The `sim` module (tests, or the `sim` feature) is a seeded model cluster that drives
 //! `decide` through faults and checks safety invariants after every step.
 
+pub mod application;
 pub mod config;
 pub mod decide;
 pub mod observe;
