@@ -3,6 +3,7 @@
 mod check;
 mod diff;
 mod init;
+mod install;
 mod render;
 mod schema;
 
@@ -42,7 +43,8 @@ Examples:
   celld-gen check fleets/
   celld-gen render fleets/ -o deploy/
   celld-gen diff fleets/ -o deploy/      # exit 1 when deploy/ is out of date
-  celld-gen render fleets/ --stdout      # one YAML stream, e.g. in an Argo CD plugin";
+  celld-gen render fleets/ --stdout      # one YAML stream, e.g. in an Argo CD plugin
+  celld-gen install -o deploy/cluster/   # once per cluster: CRDs, healer, GitOps snippets";
 
 /// The command line.
 #[derive(Parser, Debug)]
@@ -102,9 +104,15 @@ pub enum Command {
     /// and other editors. Cross-field rules are checked by `celld-gen check`, not by the
     /// schema.
     Schema(schema::SchemaArgs),
-    // `install -o DIR` (the healer's install bundle: CRDs, RBAC, Deployment, Argo CD and
-    // Flux snippets) belongs here. It comes with its own issue; it is deliberately absent
-    // until then rather than a stub.
+    /// Render what a cluster needs once: CRDs, the healer, Argo CD and Flux snippets.
+    ///
+    /// The two CRDs (schemas from the same types the generator reads, with status and scale
+    /// subresources on CelldFleet and an immutable reservation spec), the healer's namespace,
+    /// ServiceAccount, least-privilege RBAC, Deployment (two replicas, one leads), metrics
+    /// Service, PodDisruptionBudget and NetworkPolicy; plus an Argo CD Application and a
+    /// Flux Kustomization to adapt (server-side apply, ignore rules for the fields the
+    /// healer owns) and the CelldFleet health check for Argo CD.
+    Install(install::InstallArgs),
     /// Print the CustomResourceDefinitions of CelldFleet and CelldBucketReservation as a
     /// JSON array (used by CI to validate rendered objects against their schemas).
     #[command(hide = true)]
@@ -116,6 +124,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Init(a) => init::run(a),
+        Command::Install(a) => install::run(a),
         Command::Check(a) => check::run(a),
         Command::Render(a) => render::run(a),
         Command::Diff(a) => diff::run(a),

@@ -60,11 +60,22 @@ pub enum WriteOutcome {
 /// top-level `kustomization.yaml` starts with [`HEADER`]); anything else is refused, so a
 /// mistyped `-o` can never wipe unrelated files.
 pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<WriteOutcome, WriteError> {
+    write_files_tree(dir, &bundle.files, HEADER)
+}
+
+/// [`write_tree`] for any set of files whose top-level `kustomization.yaml` starts with
+/// `header` (the install bundle has its own, so `render` and `install` never replace each
+/// other's directories).
+pub fn write_files_tree(
+    dir: &Path,
+    files: &[OutputFile],
+    header: &str,
+) -> Result<WriteOutcome, WriteError> {
     if dir.file_name().is_none() {
         return Err(WriteError::Unnamed(dir.to_path_buf()));
     }
-    check_replaceable(dir)?;
-    if dir.is_dir() && holds_exactly(dir, &bundle.files) {
+    check_replaceable_by(dir, header)?;
+    if dir.is_dir() && holds_exactly(dir, files) {
         return Ok(WriteOutcome::Unchanged);
     }
     let parent = match dir.parent() {
@@ -81,7 +92,7 @@ pub fn write_tree(dir: &Path, bundle: &Bundle) -> Result<WriteOutcome, WriteErro
         .prefix(&format!(".{base}.celld-gen-new-"))
         .tempdir_in(&parent)
         .map_err(io_err(&parent))?;
-    write_files(staging.path(), &bundle.files)?;
+    write_files(staging.path(), files)?;
     set_dir_mode(staging.path())?;
 
     let aside = tempfile::Builder::new()
@@ -199,6 +210,11 @@ fn workers(items: usize) -> usize {
 
 /// Whether [`write_tree`] may replace `dir`: missing, empty, or an earlier output.
 pub fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
+    check_replaceable_by(dir, HEADER)
+}
+
+/// [`check_replaceable`] for trees whose top-level kustomization starts with `header`.
+pub fn check_replaceable_by(dir: &Path, header: &str) -> Result<(), WriteError> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -213,7 +229,7 @@ pub fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
     if fs::read_dir(dir).map_err(io_err(dir))?.next().is_none() {
         return Ok(());
     }
-    if is_ours(dir) {
+    if is_ours_by(dir, header) {
         Ok(())
     } else {
         Err(WriteError::NotOurs(dir.to_path_buf()))
@@ -222,7 +238,11 @@ pub fn check_replaceable(dir: &Path) -> Result<(), WriteError> {
 
 /// Whether `dir` holds a tree the generator wrote.
 pub fn is_ours(dir: &Path) -> bool {
-    fs::read_to_string(dir.join("kustomization.yaml")).is_ok_and(|s| s.starts_with(HEADER))
+    is_ours_by(dir, HEADER)
+}
+
+fn is_ours_by(dir: &Path, header: &str) -> bool {
+    fs::read_to_string(dir.join("kustomization.yaml")).is_ok_and(|s| s.starts_with(header))
 }
 
 fn write_files(root: &Path, files: &[OutputFile]) -> Result<(), WriteError> {

@@ -1,0 +1,194 @@
+//! `celld-gen install`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{FAILED, OK};
+use crate::install::{self, InstallOptions};
+use crate::output;
+use crate::render::OutputFile;
+use crate::validate::formats::is_dns_label;
+
+const EXAMPLES: &str = "\
+Examples:
+  celld-gen install -o deploy/cluster/
+  celld-gen install --image ghcr.io/celld-fleet/celld-healer@sha256:<64 hex> -o deploy/cluster/
+  celld-gen install --watch-namespace apps --stdout | kubectl apply --server-side -f -
+
+Output layout (-o DIR):
+  DIR/kustomization.yaml                  the cluster objects below, sorted
+  DIR/crds/                               CelldFleet and CelldBucketReservation CRDs
+  DIR/healer/                             namespace, ServiceAccount, RBAC, Deployment,
+                                          metrics Service, PodDisruptionBudget, NetworkPolicy
+  DIR/argocd/application.yaml             an Application to adapt: server-side apply,
+                                          ignore rules for healer-owned fields
+  DIR/argocd/argocd-cm-health.yaml        the CelldFleet health check for argocd-cm
+  DIR/argocd/celldfleet-health.lua        the same check as a file
+  DIR/flux/kustomization.yaml             a Flux Kustomization to adapt, with ignore rules";
+
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct InstallArgs {
+    /// Output directory (replaced as a whole; must be missing, empty or an earlier install).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        required_unless_present = "stdout",
+        conflicts_with = "stdout"
+    )]
+    pub output: Option<PathBuf>,
+    /// Write the cluster objects (CRDs and healer) as one `---` stream instead; the Argo CD
+    /// and Flux examples are left out.
+    #[arg(long)]
+    pub stdout: bool,
+    /// Namespace the healer runs in.
+    #[arg(long, value_name = "NS", default_value = "celld-system")]
+    pub namespace: String,
+    /// Healer image (pin it by digest in production).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Healer replicas: one leads, the others wait with warm caches.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub replicas: i32,
+    /// Watch only this namespace (default: every namespace).
+    #[arg(long, value_name = "NS")]
+    pub watch_namespace: Option<String>,
+    /// How long a single down member may stay down before it gets a fresh disk.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub member_replacement_delay: String,
+    /// Git repository written into the Argo CD and Flux examples.
+    #[arg(long, value_name = "URL")]
+    pub repo_url: Option<String>,
+    /// Path of the rendered fleets in that repository.
+    #[arg(long, value_name = "PATH")]
+    pub repo_path: Option<String>,
+}
+
+fn is_duration(s: &str) -> bool {
+    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    !num.is_empty()
+        && num.bytes().all(|b| b.is_ascii_digit())
+        && matches!(unit, "s" | "m" | "h")
+        && num.parse::<u64>().is_ok_and(|n| n > 0)
+}
+
+/// The options, or every problem with the flags.
+fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
+    let mut problems = Vec::new();
+    let defaults = InstallOptions::default();
+    if !is_dns_label(&args.namespace, 63) {
+        problems.push(format!(
+            "--namespace `{}` is not a DNS label",
+            args.namespace
+        ));
+    }
+    if let Some(ns) = &args.watch_namespace
+        && !is_dns_label(ns, 63)
+    {
+        problems.push(format!("--watch-namespace `{ns}` is not a DNS label"));
+    }
+    if !(1..=10).contains(&args.replicas) {
+        problems.push(format!("--replicas {} is outside 1..10", args.replicas));
+    }
+    if !is_duration(&args.member_replacement_delay) {
+        problems.push(format!(
+            "--member-replacement-delay `{}` is not a duration such as 90s, 10m or 1h",
+            args.member_replacement_delay
+        ));
+    }
+    if args
+        .image
+        .as_deref()
+        .is_some_and(|i| i.is_empty() || i.contains(char::is_whitespace))
+    {
+        problems.push("--image is not an image reference".to_string());
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(InstallOptions {
+        namespace: args.namespace.clone(),
+        image: args.image.clone().unwrap_or(defaults.image),
+        replicas: args.replicas,
+        watch_namespace: args.watch_namespace.clone(),
+        member_replacement_delay: args.member_replacement_delay.clone(),
+        repo_url: args.repo_url.clone().unwrap_or(defaults.repo_url),
+        repo_path: args.repo_path.clone().unwrap_or(defaults.repo_path),
+    })
+}
+
+pub fn run(args: InstallArgs) -> u8 {
+    let opts = match options(&args) {
+        Ok(o) => o,
+        Err(problems) => {
+            let mut err = anstream::stderr().lock();
+            for p in problems {
+                let _ = writeln!(err, "error: {p}");
+            }
+            let _ = writeln!(err, "nothing was written");
+            return FAILED;
+        }
+    };
+    let files = install::render(&opts);
+    match &args.output {
+        None => {
+            // Cluster objects only, in apply order (CRDs first).
+            let mut stream = String::new();
+            for (_, obj) in install::objects(&opts) {
+                stream.push_str("---\n");
+                stream.push_str(&crate::render::yaml::block(&obj, 0));
+                stream.push('\n');
+            }
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = out.write_all(stream.as_bytes()).and_then(|_| out.flush()) {
+                let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
+                return FAILED;
+            }
+        }
+        Some(dir) => {
+            let files: Vec<OutputFile> = files
+                .into_iter()
+                .map(|f| OutputFile {
+                    path: f.path,
+                    contents: f.text,
+                })
+                .collect();
+            match output::write_files_tree(dir, &files, install::HEADER) {
+                Ok(outcome) => {
+                    let what = match outcome {
+                        output::WriteOutcome::Replaced => "written",
+                        output::WriteOutcome::Unchanged => "already up to date",
+                    };
+                    let _ = writeln!(
+                        anstream::stderr(),
+                        "install bundle for namespace {} {what}: {} files in {}",
+                        opts.namespace,
+                        files.len(),
+                        dir.display()
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(anstream::stderr(), "error: {e}; nothing was written");
+                    return FAILED;
+                }
+            }
+        }
+    }
+    OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert!(is_duration("10m") && is_duration("90s") && is_duration("1h"));
+        assert!(
+            !is_duration("10") && !is_duration("m") && !is_duration("0m") && !is_duration("1d")
+        );
+    }
+}
