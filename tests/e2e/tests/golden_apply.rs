@@ -16,6 +16,7 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client};
+use kubesim::objects::pv_zone;
 use kubesim::testing::{
     Cluster, KubeSim, KubeSimOptions, create_namespace, delete_namespace, e2e_cluster, pod_ready,
     repo_root, wait_for,
@@ -104,6 +105,22 @@ async fn install_crds(cluster: &Cluster, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Applies a kustomization as Argo CD syncs it; returns kubectl's output.
+async fn argo_apply(cluster: &Cluster, kustomization: &str) -> Result<String> {
+    kubectl_clean(
+        cluster,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            MANAGER,
+            "-k",
+            kustomization,
+        ],
+    )
+    .await
+}
+
 /// The golden tree's fleet namespaces.
 fn golden_namespaces() -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -183,18 +200,7 @@ async fn golden_examples_apply_like_argocd_without_warnings_or_drift() -> Result
     let golden = repo_root().join("golden").to_string_lossy().into_owned();
     let result = async {
         // First sync: no error, no warning.
-        let out = kubectl_clean(
-            &cluster,
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager",
-                MANAGER,
-                "-k",
-                &golden,
-            ],
-        )
-        .await?;
+        let out = argo_apply(&cluster, &golden).await?;
         let applied = out
             .lines()
             .filter(|l| l.contains("serverside-applied"))
@@ -226,18 +232,7 @@ async fn golden_examples_apply_like_argocd_without_warnings_or_drift() -> Result
         );
         // And a real second sync changes nothing: every resourceVersion stays.
         let before = versions(&cluster, &golden).await?;
-        kubectl_clean(
-            &cluster,
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager",
-                MANAGER,
-                "-k",
-                &golden,
-            ],
-        )
-        .await?;
+        argo_apply(&cluster, &golden).await?;
         let after = versions(&cluster, &golden).await?;
         ensure!(
             before == after,
@@ -288,25 +283,6 @@ async fn pod_zone(client: &Client, pod: &Pod) -> Result<String> {
         .labels
         .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
         .context("node without zone")
-}
-
-/// Zone a PersistentVolume is pinned to by its node affinity.
-fn pv_zone(pv: &PersistentVolume) -> Option<String> {
-    let terms = &pv
-        .spec
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required
-        .as_ref()?
-        .node_selector_terms;
-    terms.iter().find_map(|t| {
-        t.match_expressions.iter().flatten().find_map(|e| {
-            (e.key == "topology.kubernetes.io/zone")
-                .then(|| e.values.as_ref().and_then(|v| v.first().cloned()))
-                .flatten()
-        })
-    })
 }
 
 async fn ready_pods(client: &Client, ns: &str, want: usize) -> Result<Vec<Pod>> {
@@ -363,18 +339,7 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
         .await?;
         for fleet in ["ledger/persistent", "shop/bucket-deployment"] {
             let dir = repo_root().join("golden").join(fleet);
-            kubectl_clean(
-                &cluster,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--field-manager",
-                    MANAGER,
-                    "-k",
-                    &dir.to_string_lossy(),
-                ],
-            )
-            .await?;
+            argo_apply(&cluster, &dir.to_string_lossy()).await?;
         }
         // No healer here: replicas by hand, as a human with kubectl would.
         kubectl_clean(
