@@ -207,6 +207,9 @@ struct Ctx {
     blocked: Mutex<HashMap<ObjectRef<CelldFleet>, bool>>,
     /// Consecutive failures per fleet (error back-off).
     failures: Mutex<HashMap<ObjectRef<CelldFleet>, u32>>,
+    /// The last "cannot read completely" report per fleet (reported once, not on every
+    /// reconcile).
+    unreadable: Mutex<HashMap<ObjectRef<CelldFleet>, String>>,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -389,6 +392,7 @@ impl Controller {
             wakes: Mutex::new(HashMap::new()),
             blocked: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            unreadable: Mutex::new(HashMap::new()),
         });
 
         // Becoming leader reconciles every fleet.
@@ -698,19 +702,23 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
         Err(e) => {
             ctx.metrics.reconcile("unobservable");
             ctx.metrics.error("observe");
-            warn!(fleet = %key, error = %e, "cannot read the fleet completely: not acting");
-            ctx.events
-                .publish(
-                    &fleet,
-                    true,
-                    "ObservationIncomplete",
-                    "Report",
-                    e.to_string(),
-                )
-                .await;
+            let msg = e.to_string();
+            let new = ctx
+                .unreadable
+                .lock()
+                .expect("unreadable")
+                .insert(key.clone(), msg.clone())
+                .is_none_or(|old| old != msg);
+            if new {
+                warn!(fleet = %key, error = %e, "cannot read the fleet completely: not acting");
+                ctx.events
+                    .publish(&fleet, true, "ObservationIncomplete", "Report", msg)
+                    .await;
+            }
             return Ok(KAction::await_change());
         }
     };
+    ctx.unreadable.lock().expect("unreadable").remove(&key);
     let now = now();
     let started = std::time::Instant::now();
     let plan = crate::decide(&snapshot, now, &ctx.config);

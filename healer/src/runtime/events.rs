@@ -2,13 +2,23 @@
 //! healer makes, and one for every change of the Blocked condition (Warning when it
 //! becomes True, Normal when it clears), with the condition's reason.
 //!
+//! Every Event is created anew (no client-side aggregation into a series): the healer
+//! writes at most one object per reconcile, so Events are rare, and aggregation would keep
+//! the first note of a series (two contraction steps would both read "5 -> 4"). The one
+//! report that could repeat, an unreadable object, is de-duplicated by the caller.
+//!
 //! An Event that cannot be recorded is logged and counted; it never fails a reconcile.
 
 use std::sync::Arc;
 
 use celld_gen::api::CelldFleet;
-use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use celld_gen::api::labels::HEALER_FIELD_MANAGER;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
+use kube::{Api, Resource};
 use tracing::warn;
 
 use super::metrics::Metrics;
@@ -16,7 +26,8 @@ use super::metrics::Metrics;
 /// Records Events on fleets.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    instance: String,
     metrics: Arc<Metrics>,
 }
 
@@ -24,13 +35,8 @@ impl Events {
     /// A recorder reporting as `celld-healer`, instance `identity`.
     pub fn new(client: kube::Client, identity: &str, metrics: Arc<Metrics>) -> Events {
         Events {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: celld_gen::api::labels::HEALER_FIELD_MANAGER.into(),
-                    instance: Some(identity.to_string()),
-                },
-            ),
+            client,
+            instance: identity.to_string(),
             metrics,
         }
     }
@@ -45,18 +51,31 @@ impl Events {
         action: &str,
         note: String,
     ) {
+        let regarding: ObjectReference = fleet.object_ref(&());
+        let ns = fleet.metadata.namespace.clone().unwrap_or_default();
+        let now = Timestamp::now();
         let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: truncate(reason, 128),
+            metadata: serde_json::from_value(serde_json::json!({
+                "name": format!(
+                    "{}.{:x}",
+                    fleet.metadata.name.as_deref().unwrap_or("celldfleet"),
+                    now.as_nanosecond()
+                ),
+                "namespace": ns,
+            }))
+            .expect("valid metadata"),
+            event_time: Some(MicroTime(now)),
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            reason: Some(truncate(reason, 128)),
+            action: Some(truncate(action, 128)),
             note: Some(truncate(&note, 1000)),
-            action: truncate(action, 128),
-            secondary: None,
+            regarding: Some(regarding),
+            reporting_controller: Some(HEALER_FIELD_MANAGER.into()),
+            reporting_instance: Some(truncate(&self.instance, 128)),
+            ..Event::default()
         };
-        if let Err(e) = self.recorder.publish(&ev, &fleet.object_ref(&())).await {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
             self.metrics.error("event");
             warn!(error = %e, reason, "could not record an Event");
         }

@@ -9,7 +9,8 @@
 //!
 //! The comparison walks the rendered object:
 //! - a field the live object leaves unset (absent or null) is not a difference: filling
-//!   it is what the next sync does;
+//!   it is what the next sync does; except a boolean the rendering sets to `true`: the
+//!   API server omits `false`, so an absent boolean is a set `false`;
 //! - a field the rendering does not mention is not compared (API server defaults such
 //!   as `clusterIP`, `sessionAffinity`, `ipFamilies`; labels and annotations other
 //!   tools add);
@@ -134,7 +135,12 @@ fn join(path: &str, key: &str) -> String {
 /// Appends one line per difference between the rendered `want` and the live `have`.
 pub fn compare(want: &Value, have: &Value, path: &str, out: &mut Vec<String>) {
     if have.is_null() {
-        // Unset live: filling it is not a difference.
+        // Unset live: filling it is not a difference. Except a boolean: the API server
+        // drops `false` (omitempty), so an absent boolean *is* false, and a rendered
+        // `true` there is a real difference (e.g. `publishNotReadyAddresses` turned off).
+        if *want == Value::Bool(true) {
+            out.push(format!("{path} is false (unset), the rendering has true"));
+        }
         return;
     }
     match (want, have) {
@@ -149,7 +155,7 @@ pub fn compare(want: &Value, have: &Value, path: &str, out: &mut Vec<String>) {
                     None if exact || p == "spec.selector" => {
                         out.push(format!("{p} is missing, the rendering has {}", show(wv)))
                     }
-                    None => {}
+                    None => compare(wv, &Value::Null, &p, out),
                     Some(hv) => compare(wv, hv, &p, out),
                 }
             }
@@ -198,7 +204,7 @@ mod tests {
 
     #[test]
     fn unset_and_unmentioned_fields_are_not_differences() {
-        let want = json!({"spec": {"type": "ClusterIP", "publishNotReadyAddresses": true,
+        let want = json!({"spec": {"type": "ClusterIP", "publishNotReadyAddresses": false,
             "ports": [{"port": 8081, "appProtocol": "tcp"}]}});
         let have = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1",
             "ports": [{"port": 8081}]}});
@@ -233,5 +239,45 @@ mod tests {
         let want = json!({"spec": {"ports": [{"port": 1}]}});
         let have = json!({"spec": {"ports": [{"port": 1}, {"port": 2}]}});
         assert_eq!(diffs(want, have).len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod rendering_tests {
+    use super::*;
+
+    #[test]
+    fn a_hand_edited_peer_service_is_drift() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/persistent.yaml"
+        ))
+        .unwrap();
+        let fleet = celld_gen::load::load_str(std::path::Path::new("persistent.yaml"), &text)
+            .expect("example loads");
+        let services = render_services(&fleet).unwrap();
+        assert_eq!(services.len(), 2, "{services:?}");
+        let (name, peers) = services
+            .iter()
+            .find(|(n, _)| n.ends_with("-peers"))
+            .unwrap();
+        let mut live = peers.clone();
+        let mut out = Vec::new();
+        compare(peers, &live, "", &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        live["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("publishNotReadyAddresses");
+        let svc: Service = serde_json::from_value(live).unwrap();
+        let v = Verifier::default();
+        let drift = v.verify(&fleet, |n| (n == name).then(|| Arc::new(svc.clone())));
+        assert!(
+            drift
+                .drift
+                .iter()
+                .any(|d| d.contains("publishNotReadyAddresses")),
+            "{drift:?}"
+        );
     }
 }

@@ -80,11 +80,11 @@ pub const RULES: &[Rule] = &[
         verbs: &["list", "watch"],
         scope: Scope::Cluster,
     },
-    // Events on fleets (the recorder creates, then patches a repeated event's series).
+    // Events on fleets (each created anew, never patched).
     Rule {
         api_group: "events.k8s.io",
         resources: &["events"],
-        verbs: &["create", "patch"],
+        verbs: &["create"],
         scope: Scope::Cluster,
     },
     // Leader election.
