@@ -234,7 +234,12 @@ impl Env {
     }
 
     /// A healer started by this test.
-    pub fn h(&mut self, i: usize) -> &mut Healer {
+    pub fn h(&self, i: usize) -> &Healer {
+        &self.healers[i]
+    }
+
+    /// A healer started by this test, to stop or kill it.
+    pub fn h_mut(&mut self, i: usize) -> &mut Healer {
         &mut self.healers[i]
     }
 

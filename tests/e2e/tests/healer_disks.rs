@@ -155,7 +155,7 @@ async fn run_until_halt(
         .wait_log("halting for the test", Duration::from_secs(90))
         .await
         .with_context(|| format!("waiting for the healer to halt after {step}"))?;
-    env.h(i).kill();
+    env.h_mut(i).kill();
     eprintln!("[handoff-kill] healer SIGKILLed right after step {step:?}");
     Ok(())
 }
@@ -200,7 +200,7 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
         })
         .await?;
     }
-    env.h(h).terminate();
+    env.h_mut(h).terminate();
     let before = claims(env).await?;
     // Absorb window: every other member ready for 10 s.
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -250,7 +250,7 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
         "[handoff-kill] prepared: aborted on restart, Pod and disk kept ({})",
         ev.note
     );
-    env.h(h).terminate();
+    env.h_mut(h).terminate();
 
     // --- 2. killed after the guarded Pod delete, before commit.
     let d1 = pods.get("del-1").await?;
@@ -288,7 +288,7 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
     eprintln!(
         "[handoff-kill] deleted but uncommitted: aborted on restart, the member came back on its own disk"
     );
-    env.h(h).terminate();
+    env.h_mut(h).terminate();
 
     // --- 3. killed after commit: the restarted healer deletes the old disk and releases.
     let ns = env.ns.clone();
@@ -316,7 +316,7 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
     eprintln!(
         "[handoff-kill] committed: finished on restart (old disk deleted, member on a fresh one)"
     );
-    env.h(h).terminate();
+    env.h_mut(h).terminate();
 
     // --- 4. killed after the claim delete, before release.
     run_until_halt(env, "claim-delete", async {
@@ -364,6 +364,6 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
         .map(|e| e.to_string())
         .collect();
     eprintln!("[handoff-kill] claim deletes over the whole test: {deletes:#?}");
-    env.h(h).terminate();
+    env.h_mut(h).terminate();
     Ok(())
 }
