@@ -92,8 +92,7 @@ async fn contract_grow(env: &mut Env) -> Result<()> {
     );
     let second = evs
         .iter()
-        .filter(|e| e.action == "SetReplicas")
-        .next_back()
+        .rfind(|e| e.action == "SetReplicas")
         .and_then(|e| e.time)
         .context("no time")?;
     ensure!(
