@@ -17,12 +17,17 @@ use celld_e2e::*;
 
 async fn all_ready(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result<()> {
     wait_for("every fleet Ready", timeout, || async {
-        let list = env.api::<celld_gen::api::CelldFleet>().list(&Default::default()).await?;
+        let list = env
+            .api::<celld_gen::api::CelldFleet>()
+            .list(&Default::default())
+            .await?;
         let ready = list
             .iter()
             .filter(|f| {
                 f.status.as_ref().is_some_and(|s| {
-                    s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
                         && s.ready_members == Some(3)
                 })
             })
@@ -76,11 +81,19 @@ async fn scale(env: &mut Env) -> Result<()> {
     );
     for (k, v) in &diff {
         let lease = k.ends_with(" leases");
-        ensure!(lease || k.starts_with("watch "), "unexpected steady-state request: {k} x{v}");
+        ensure!(
+            lease || k.starts_with("watch "),
+            "unexpected steady-state request: {k} x{v}"
+        );
     }
     let writes: f64 = diff
         .iter()
-        .filter(|(k, _)| !k.ends_with(" leases") && !k.starts_with("watch ") && !k.starts_with("get ") && !k.starts_with("list "))
+        .filter(|(k, _)| {
+            !k.ends_with(" leases")
+                && !k.starts_with("watch ")
+                && !k.starts_with("get ")
+                && !k.starts_with("list ")
+        })
         .map(|(_, v)| v)
         .sum();
     ensure!(writes == 0.0, "steady-state writes: {diff:?}");
@@ -98,7 +111,10 @@ async fn scale(env: &mut Env) -> Result<()> {
     fleets.extend(more);
     let t1 = Instant::now();
     all_ready(env, &fleets, Duration::from_secs(300)).await?;
-    eprintln!("[scale] 50 fleets x 3 members ready ({:?} for the last 30)", t1.elapsed());
+    eprintln!(
+        "[scale] 50 fleets x 3 members ready ({:?} for the last 30)",
+        t1.elapsed()
+    );
     tokio::time::sleep(Duration::from_secs(10)).await;
     let pid = env.h(h).pid().unwrap_or(0);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
