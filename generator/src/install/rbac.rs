@@ -14,60 +14,55 @@ pub struct Rule {
     pub why: &'static str,
 }
 
-/// Cluster-wide rules (fleets live in any namespace; reservations are cluster-scoped).
+/// Cluster-wide rules (fleets live in any namespace). The healer reads everything through
+/// watches, so it needs `list` and `watch` but never `get`.
 pub const CLUSTER_RULES: &[Rule] = &[
     Rule {
         group: "fleet.celld.dev",
         resources: &["celldfleets"],
-        verbs: &["get", "list", "watch", "patch", "update"],
-        why: "read fleets; add and remove the deletion finalizer",
+        verbs: &["list", "watch", "patch"],
+        why: "watch fleets; add and remove the deletion finalizer (JSON patch)",
     },
     Rule {
         group: "fleet.celld.dev",
         resources: &["celldfleets/status"],
-        verbs: &["get", "patch", "update"],
-        why: "report status",
-    },
-    Rule {
-        group: "fleet.celld.dev",
-        resources: &["celldbucketreservations"],
-        verbs: &["get", "list", "watch", "patch"],
-        why: "verify a fleet's reservation; keep capacity history in its annotation",
+        verbs: &["patch"],
+        why: "report status (merge patch)",
     },
     Rule {
         group: "apps",
         resources: &["statefulsets", "deployments"],
-        verbs: &["get", "list", "watch", "patch", "delete"],
+        verbs: &["list", "watch", "patch", "delete"],
         why: "own spec.replicas by server-side apply; delete the workload when the fleet is deleted",
+    },
+    Rule {
+        group: "apps",
+        resources: &["replicasets"],
+        verbs: &["list", "watch"],
+        why: "which Deployment controls a Pod (Pod -> ReplicaSet -> Deployment)",
     },
     Rule {
         group: "",
         resources: &["pods"],
-        verbs: &["get", "list", "watch", "patch", "update", "delete"],
-        why: "observe members; disk handoff record and finalizer; force-delete stranded members",
+        verbs: &["list", "watch", "patch", "delete"],
+        why: "observe members; disk handoff markers; guarded and force deletes",
     },
     Rule {
         group: "",
         resources: &["persistentvolumeclaims"],
-        verbs: &["get", "list", "watch", "delete"],
-        why: "observe disks; delete a lost disk after a committed handoff, and a deleted fleet's disks",
+        verbs: &["list", "watch", "delete"],
+        why: "observe disks (another fleet's at a member name too); guarded deletes",
     },
     Rule {
         group: "",
         resources: &["services"],
-        verbs: &["get", "list", "watch"],
-        why: "verify the rendered Services before any lifecycle action",
-    },
-    Rule {
-        group: "",
-        resources: &["nodes"],
-        verbs: &["get", "list", "watch"],
-        why: "the zone of each member's node, for zone-safe disk replacement",
+        verbs: &["list", "watch"],
+        why: "verify the rendered Services before any lifecycle action (never written)",
     },
     Rule {
         group: "events.k8s.io",
         resources: &["events"],
-        verbs: &["create", "patch"],
+        verbs: &["create"],
         why: "record every action and every change of Blocked on the fleet",
     },
 ];
