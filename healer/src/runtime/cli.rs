@@ -95,6 +95,12 @@ pub struct Args {
     #[arg(long, value_name = "NAMESPACE", env = "CELLD_HEALER_NAMESPACE")]
     pub namespace: Option<String>,
 
+    /// How often each fleet's members are asked for their application view
+    /// (`GET <Pod IP>:8081/state?view=application`, reported as status.application and
+    /// status.runtimeVersions); 0s turns it off. Never gates any action.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub application_interval: Duration,
+
     /// Address of the /metrics, /healthz and /readyz listener.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,

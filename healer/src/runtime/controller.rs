@@ -54,6 +54,7 @@ use super::events::Events;
 use super::http::Health;
 use super::infra::Verifier;
 use super::leader::Gate;
+use super::members::Observer;
 use super::metrics::{Metrics, ResourceLabel};
 use crate::config::Config;
 use crate::observe::{self, Inputs, WorkloadObject};
@@ -79,6 +80,8 @@ pub struct Settings {
     pub health: Arc<Health>,
     /// Tests only.
     pub halt_after: Option<HaltPoint>,
+    /// Application observation interval (zero: off).
+    pub application_interval: Duration,
 }
 
 /// The controller.
@@ -210,6 +213,12 @@ struct Ctx {
     /// The last "cannot read completely" report per fleet (reported once, not on every
     /// reconcile).
     unreadable: Mutex<HashMap<ObjectRef<CelldFleet>, String>>,
+    /// Members' application views.
+    observer: Arc<Observer>,
+    /// Application observation interval (zero: off).
+    application_interval: Duration,
+    /// Asks for a reconcile of a fleet (a finished application observation).
+    poke: tokio::sync::mpsc::UnboundedSender<ObjectRef<CelldFleet>>,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -379,6 +388,7 @@ impl Controller {
             claims,
             services,
         };
+        let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Ctx {
             client: s.client.clone(),
             stores,
@@ -393,7 +403,15 @@ impl Controller {
             blocked: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             unreadable: Mutex::new(HashMap::new()),
+            observer: Arc::new(Observer::default()),
+            application_interval: s.application_interval,
+            poke: poke_tx,
         });
+        let poked =
+            futures::stream::unfold(
+                poke_rx,
+                |mut rx| async move { rx.recv().await.map(|k| (k, rx)) },
+            );
 
         // Becoming leader reconciles every fleet.
         let became_leader = futures::stream::unfold(s.gate.subscribe(), |mut rx| async move {
@@ -436,6 +454,7 @@ impl Controller {
             })
             .watches_stream(svc_stream, move |o: Service| m7(&Obj::service(&o)))
             .reconcile_all_on(became_leader)
+            .reconcile_on(poked)
             .graceful_shutdown_on(async move {
                 let _ = shutdown.wait_for(|s| *s).await;
             })
@@ -721,7 +740,7 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
     ctx.unreadable.lock().expect("unreadable").remove(&key);
     let now = now();
     let started = std::time::Instant::now();
-    let plan = crate::decide(&snapshot, now, &ctx.config);
+    let mut plan = crate::decide(&snapshot, now, &ctx.config);
     ctx.metrics
         .decide_seconds
         .observe(started.elapsed().as_secs_f64());
@@ -792,8 +811,71 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
         ctx.failures.lock().expect("failures").remove(&key);
     }
 
+    let app_next = application(&ctx, &key, &fleet, &g, &mut plan);
     write_status(&ctx, &fleet, &plan).await?;
-    Ok(next_step(&ctx, &key, plan.wake_at, now))
+    let step = next_step(&ctx, &key, plan.wake_at, now);
+    Ok(match app_next {
+        Some(d)
+            if plan
+                .wake_at
+                .is_none_or(|w| (w - now).millis() as u128 > d.as_millis()) =>
+        {
+            KAction::requeue(d)
+        }
+        _ => step,
+    })
+}
+
+/// Puts the latest application view into the status, starts the next observation in
+/// the background when it is due, and says when the one after is due.
+fn application(
+    ctx: &Arc<Ctx>,
+    key: &ObjectRef<CelldFleet>,
+    fleet: &CelldFleet,
+    g: &Gathered,
+    plan: &mut Plan,
+) -> Option<Duration> {
+    let interval = ctx.application_interval;
+    if interval.is_zero() || fleet.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let view = ctx.observer.view(key);
+    // A fleet that has not converged (members starting, moving cells, unreachable) is
+    // looked at again sooner.
+    let interval = match &view {
+        Some(v) if v.status.converged != "True" => interval.min(Duration::from_secs(5)),
+        _ => interval,
+    };
+    if let Some(v) = &view {
+        plan.status.application = Some(v.status.clone());
+        plan.status.runtime_versions = v.versions.clone();
+    }
+    if plan.action.is_none() && ctx.observer.start(key, interval) {
+        let identity = fleet.spec.identity.clone();
+        let members: Vec<Pod> = g
+            .pods
+            .iter()
+            .filter(|p| label(*p, IDENTITY) == Some(identity.as_str()))
+            .cloned()
+            .collect();
+        let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
+        let (observer, poke, key) = (ctx.observer.clone(), ctx.poke.clone(), key.clone());
+        tokio::spawn(async move {
+            let view = super::members::observe(members, expected).await;
+            observer.finish(key.clone(), view);
+            let _ = poke.send(key);
+        });
+        return None;
+    }
+    if ctx.observer.in_flight(key) {
+        // Its end asks for a reconcile.
+        return None;
+    }
+    view.map(|v| {
+        interval
+            .saturating_sub(v.at.elapsed())
+            .max(Duration::from_millis(100))
+    })
 }
 
 /// The cached Pod an action names (for handoff steps and release).
@@ -932,6 +1014,7 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         .map(|f| ObjectRef::from_obj(&**f))
         .collect();
     blocked.retain(|k, _| live.contains(k));
+    ctx.observer.retain(&live);
     ctx.metrics
         .blocked_fleets
         .set(blocked.values().filter(|b| **b).count() as i64);

@@ -16,6 +16,7 @@
 //!   and resourceVersion preconditions.
 //! - [`leader`]: the coordination Lease; only the leader writes anything.
 //! - [`infra`]: verifies the live Services against the generator's rendering.
+//! - [`members`]: asks each member for its application view (`status.application`).
 //! - [`events`], [`metrics`], [`http`]: Kubernetes Events, Prometheus metrics, and the
 //!   `/metrics`, `/healthz`, `/readyz` endpoints.
 //! - [`rbac`]: every verb on every resource the healer uses (the install bundle's
@@ -29,6 +30,7 @@ pub mod events;
 pub mod http;
 pub mod infra;
 pub mod leader;
+pub mod members;
 pub mod metrics;
 pub mod rbac;
 pub mod requests;
@@ -89,6 +91,7 @@ pub async fn run(args: Args) -> Result<()> {
         metrics: metrics.clone(),
         health: health.clone(),
         halt_after: args.test_halt_after,
+        application_interval: args.application_interval,
     });
     let ctl_task = tokio::spawn(ctl.run(shutdown_rx.clone()));
 

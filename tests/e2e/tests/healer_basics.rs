@@ -100,6 +100,23 @@ async fn growth(env: &mut Env) -> Result<()> {
         );
     }
 
+    // The members' application view (each stub answers a fresh, converged view).
+    let app = wait_for("status.application", Duration::from_secs(30), || async {
+        let f = fleets.get("alpha").await?;
+        Ok(f.status
+            .filter(|s| !s.runtime_versions.is_empty())
+            .and_then(|s| s.application.map(|a| (a, s.runtime_versions))))
+    })
+    .await?;
+    eprintln!(
+        "[growth] alpha application view: {:?}, versions {:?}",
+        app.0, app.1
+    );
+    ensure!(
+        app.0.converged == "True" && app.0.observed_members == 3,
+        "{app:?}"
+    );
+
     // Zonal disks: every claim bound, three distinct zones.
     let pvcs: Api<PersistentVolumeClaim> = env.api();
     let pvs: Api<PersistentVolume> = Api::all(env.client.clone());

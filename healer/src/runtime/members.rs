@@ -1,0 +1,192 @@
+//! Reading what the members say about the application (`status.application`,
+//! `status.runtimeVersions`): the I/O around the pure [`crate::application`].
+//!
+//! Each member Pod is asked `GET http://<exact Pod IP>:8081/state?view=application`
+//! directly (never through a Service), one request per member, concurrently, with a 1 s
+//! connect and 2 s overall timeout and a 1 MiB body limit. A member that is not ready, has
+//! no IP or does not answer counts as unavailable.
+//!
+//! This never delays a write: a reconcile only *starts* an observation in the background
+//! when the fleet's last one is older than `--application-interval` (5 s at most while
+//! the view is not `Converged`), and uses the latest
+//! result when it builds the status. The finished observation asks for a reconcile of its
+//! fleet (so the status picks it up), and the reconcile schedules the next observation.
+//! These are requests to the members, not to the API server; the status is patched only
+//! when the view changed. The view never gates anything (rule A4).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use celld_gen::api::ApplicationStatus;
+use celld_gen::api::CelldFleet;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::ObjectRef;
+use tokio::net::TcpStream;
+
+use crate::application::{self, Answer, Observation, Reading};
+use crate::time::Timestamp;
+
+/// The latest view of one fleet.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// When the observation finished.
+    pub at: Instant,
+    /// The fleet view.
+    pub status: ApplicationStatus,
+    /// Distinct deployments (`version@prefix`) the members run.
+    pub versions: Vec<String>,
+}
+
+/// Per-fleet views and in-flight observations.
+#[derive(Default)]
+pub struct Observer {
+    views: Mutex<HashMap<ObjectRef<CelldFleet>, View>>,
+    in_flight: Mutex<std::collections::HashSet<ObjectRef<CelldFleet>>>,
+}
+
+impl Observer {
+    /// The latest view of a fleet.
+    pub fn view(&self, key: &ObjectRef<CelldFleet>) -> Option<View> {
+        self.views.lock().expect("views").get(key).cloned()
+    }
+
+    /// Whether an observation should start now (none in flight, last one older than
+    /// `interval`); marks it in flight when it returns true.
+    pub fn start(&self, key: &ObjectRef<CelldFleet>, interval: Duration) -> bool {
+        let fresh = self
+            .views
+            .lock()
+            .expect("views")
+            .get(key)
+            .is_some_and(|v| v.at.elapsed() < interval);
+        if fresh {
+            return false;
+        }
+        self.in_flight
+            .lock()
+            .expect("in flight")
+            .insert(key.clone())
+    }
+
+    /// Whether an observation of the fleet is running.
+    pub fn in_flight(&self, key: &ObjectRef<CelldFleet>) -> bool {
+        self.in_flight.lock().expect("in flight").contains(key)
+    }
+
+    /// Stores a finished observation.
+    pub fn finish(&self, key: ObjectRef<CelldFleet>, view: View) {
+        self.in_flight.lock().expect("in flight").remove(&key);
+        self.views.lock().expect("views").insert(key, view);
+    }
+
+    /// Forgets fleets that are gone.
+    pub fn retain(&self, live: &std::collections::HashSet<ObjectRef<CelldFleet>>) {
+        self.views
+            .lock()
+            .expect("views")
+            .retain(|k, _| live.contains(k));
+    }
+}
+
+fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
+    )
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn started(p: &Pod) -> Option<Timestamp> {
+    p.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == "celld")?
+        .state
+        .as_ref()?
+        .running
+        .as_ref()?
+        .started_at
+        .as_ref()
+        .map(|t| Timestamp(t.0.as_millisecond()))
+}
+
+/// Asks every member and aggregates; `expected` is the number of members the workload
+/// asks for.
+pub async fn observe(members: Vec<Pod>, expected: usize) -> View {
+    let asks = members.into_iter().map(|p| async move {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+        let answer = match ip {
+            _ if p.metadata.deletion_timestamp.is_some() => Answer::Failed("terminating".into()),
+            _ if !ready(&p) => Answer::Failed("not ready".into()),
+            None => Answer::Failed("no Pod IP".into()),
+            Some(ip) => fetch(&ip).await,
+        };
+        application::read(&Observation {
+            member: name,
+            received: now(),
+            container_started: started(&p),
+            answer,
+        })
+    });
+    let readings: Vec<Reading> = futures::future::join_all(asks).await;
+    let (status, versions) = application::aggregate(&readings, expected);
+    View {
+        at: Instant::now(),
+        status,
+        versions,
+    }
+}
+
+/// `GET http://<ip>:8081/state?view=application`, one connection, no redirects.
+async fn fetch(ip: &str) -> Answer {
+    let addr = format!("{ip}:8081");
+    let call = async {
+        let stream = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr))
+            .await
+            .map_err(|_| "connect timed out".to_string())?
+            .map_err(|e| format!("connect: {e}"))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("handshake: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let req = hyper::Request::get("/state?view=application")
+            .header(hyper::header::HOST, &addr)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Ok(Answer::Status(status));
+        }
+        let body = Limited::new(resp.into_body(), application::MAX_BODY_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        Ok::<_, String>(Answer::Body(body.to_vec()))
+    };
+    match tokio::time::timeout(Duration::from_secs(2), call).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => Answer::Failed(e),
+        Err(_) => Answer::Failed("timed out after 2 s".into()),
+    }
+}
