@@ -20,9 +20,11 @@
 //! reports as a Warning Event (`ReplicasOwnedElsewhere`) naming the other manager and
 //! retries with back-off, changing nothing, until the other writer lets go.
 //!
-//! **JSON patch `test` ops.** A failed `test` is answered 422 (not 409) by the API
-//! server; both, and 404, are treated as "the object changed since the decision": the
-//! reconcile ends and runs again from the watch caches.
+//! **JSON patch `test` ops, uid in an apply body.** A failed `test`, and a `metadata.uid`
+//! in an apply body that is not the object's, are answered 422 (not 409) by the API
+//! server; those, 409 and 404 are treated as "the object changed since the decision": the
+//! reconcile ends and runs again from the watch caches. (A stale resourceVersion in the
+//! apply body is a 409; both checked in the end-to-end tests.)
 //!
 //! Every step first checks the leader [`Gate`]: a replica that lost the lease, or is
 //! shutting down, stops between two steps of a handoff rather than after it. An
@@ -79,7 +81,7 @@ impl ActError {
                     ActError::ManagerConflict(s.message)
                 } else if s.code == 409
                     || s.code == 404
-                    || (s.code == 422 && s.message.contains("test"))
+                    || (s.code == 422 && (s.message.contains("test") || s.message.contains("uid")))
                 {
                     ActError::Conflict(format!("{} ({})", s.message, s.code))
                 } else {

@@ -213,6 +213,56 @@ async fn growth(env: &mut Env) -> Result<()> {
         replica_owners(&sts3) == owners,
         "ownership of spec.replicas changed"
     );
+
+    // The healer's apply body carries uid and resourceVersion: the API server refuses it
+    // when either no longer matches (checked with the healer's own credential).
+    let healer = kubesim::testing::client_from_kubeconfig(&env.healer_kubeconfig).await?;
+    let as_healer: Api<StatefulSet> = Api::namespaced(healer, &env.ns);
+    let body = |uid: &str, rv: &str, n: i32| {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": "alpha", "namespace": env.ns, "uid": uid, "resourceVersion": rv},
+               "spec": {"replicas": n}})
+    };
+    let pp = kube::api::PatchParams::apply("celld-healer");
+    let uid = sts3.metadata.uid.clone().unwrap_or_default();
+    let rv = sts3.metadata.resource_version.clone().unwrap_or_default();
+    let stale = as_healer
+        .patch(
+            "alpha",
+            &pp,
+            &kube::api::Patch::Apply(body(&uid, rv_before.as_deref().unwrap_or("1"), 2)),
+        )
+        .await;
+    ensure!(
+        matches!(&stale, Err(kube::Error::Api(s)) if s.code == 409),
+        "apply with a stale resourceVersion: {stale:?}"
+    );
+    let other = as_healer
+        .patch(
+            "alpha",
+            &pp,
+            &kube::api::Patch::Apply(body("00000000-0000-0000-0000-000000000000", &rv, 2)),
+        )
+        .await;
+    let other_code = match &other {
+        Err(kube::Error::Api(s)) => s.code,
+        _ => 0,
+    };
+    ensure!(
+        other_code == 409 || other_code == 422,
+        "apply with another uid: {other:?}"
+    );
+    let same = as_healer
+        .patch("alpha", &pp, &kube::api::Patch::Apply(body(&uid, &rv, 3)))
+        .await;
+    ensure!(
+        same.is_ok(),
+        "apply with the current uid and resourceVersion: {same:?}"
+    );
+    ensure!(replicas(env, "alpha").await? == Some(3));
+    eprintln!(
+        "[git-reapply] preconditions in the apply body: stale resourceVersion -> 409, other uid -> {other_code}, current -> accepted"
+    );
     Ok(())
 }
 
