@@ -1057,6 +1057,33 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn no_fleet_is_acted_on_until_every_watch_listed_and_while_one_fails() {
+        let health = Arc::new(Health::default());
+        let w = Watches::new(Arc::new(Metrics::new()), health.clone());
+        let done: Result<Event<Pod>, watcher::Error> = Ok(Event::InitDone);
+        for name in &WATCHES[1..] {
+            w.record(name, &done);
+        }
+        assert!(
+            w.ready()
+                .unwrap_err()
+                .contains("celldfleets: not listed yet")
+        );
+        assert!(!health.synced());
+        w.record("celldfleets", &done);
+        assert_eq!(w.ready(), Ok(()));
+        assert!(health.synced());
+        let failed: Result<Event<Pod>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
+        w.record("pods", &failed);
+        assert!(w.ready().unwrap_err().starts_with("pods: "));
+        // A re-list in progress keeps the failure; its end clears it.
+        w.record::<Pod>("pods", &Ok(Event::Init));
+        assert!(w.ready().is_err());
+        w.record("pods", &done);
+        assert_eq!(w.ready(), Ok(()));
+    }
+
+    #[test]
     fn merge_diff_sets_changes_and_nulls_removals() {
         let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1], "gone": "x"});
         let new = json!({"a": 1, "b": {"c": 2, "d": 4}, "e": [1, 2], "added": true});
