@@ -455,3 +455,74 @@ fn walk(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     }
     Ok(out)
 }
+
+/// "Never act on a fleet it cannot read completely": with one watch failing (its list is
+/// forbidden), the healer is not ready and writes nothing; once the list works again it
+/// acts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_action_while_a_watch_fails() -> Result<()> {
+    let Some(mut env) = Env::start("watch-fails").await? else {
+        return Ok(());
+    };
+    let r = watch_fails(&mut env).await;
+    // Whatever happened, give the healer its full RBAC back.
+    let restore = async {
+        for o in healer_rbac_objects() {
+            apply(&env.client, &o, SETUP, false).await?;
+        }
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    let r = r.and(restore);
+    env.finish(r).await
+}
+
+async fn watch_fails(env: &mut Env) -> Result<()> {
+    let mut role = healer_rbac_objects()
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .context("no ClusterRole")?;
+    let rules: Vec<Value> = role["rules"]
+        .as_array()
+        .context("rules")?
+        .iter()
+        .filter(|r| r["resources"] != json!(["services"]))
+        .cloned()
+        .collect();
+    role["rules"] = Value::Array(rules);
+    apply(&env.client, &role, SETUP, false).await?;
+    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    let h = env.healer(env.healer_options())?;
+    env.h(h)
+        .wait_log("watch failed", Duration::from_secs(30))
+        .await?;
+    holds_for(
+        "no write while the Service watch fails",
+        Duration::from_secs(8),
+        || async {
+            let fleet = env.api::<CelldFleet>().get("alpha").await?;
+            let untouched = fleet.metadata.finalizers.is_none() && fleet.status.is_none();
+            let not_ready = env.h(h).http_status("/readyz").await? == 503;
+            Ok(untouched && not_ready && replicas(env, "alpha").await? == Some(1))
+        },
+    )
+    .await?;
+    let m = env.h(h).metrics_text().await?;
+    ensure!(sum_metric(&m, "celld_healer_actions_total") == 0.0, "{m}");
+    ensure!(sum_metric(&m, "celld_healer_watch_healthy{resource=\"services\"}") == 0.0);
+    eprintln!(
+        "[watch-fails] Service list forbidden: /readyz 503, no finalizer, no status, replicas at 1, no write"
+    );
+    for o in healer_rbac_objects() {
+        apply(&env.client, &o, SETUP, false).await?;
+    }
+    let t0 = std::time::Instant::now();
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(90)).await?;
+    ensure!(env.h(h).http_status("/readyz").await? == 200);
+    eprintln!(
+        "[watch-fails] RBAC restored: the watch recovered and the fleet grew to 3 in {:?}",
+        t0.elapsed()
+    );
+    Ok(())
+}
