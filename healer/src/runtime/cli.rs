@@ -123,7 +123,8 @@ pub struct Args {
     pub lease_duration: Duration,
 
     /// This replica's name in the Lease and in Events (default: $POD_NAME, else the host
-    /// name).
+    /// name). Must differ between replicas: two processes with one identity would both
+    /// consider themselves the lease holder.
     #[arg(long, value_name = "NAME", env = "POD_NAME")]
     pub identity: Option<String>,
 
