@@ -4,8 +4,9 @@
 //! kubesim, a namespace of its own), then fleets rendered by `celld_gen` and applied the
 //! way Argo CD applies them (server-side apply, field manager `argocd-controller`,
 //! conflicts forced), then the real `celld-healer` binary ([`Env::healer`]) running with a
-//! kubeconfig for its own ServiceAccount, bound to exactly the RBAC the healer declares
-//! (`celld_healer::runtime::rbac::RULES`), with shortened delays. [`Env::finish`] prints
+//! kubeconfig for its own ServiceAccount, bound to exactly the RBAC `celld-gen install`
+//! renders (which a test compares with `celld_healer::runtime::rbac::RULES`), with
+//! shortened delays. [`Env::finish`] prints
 //! diagnostics when the test failed and cleans up.
 //!
 //! Binaries: [`ensure_built`] runs `cargo build -p celld-healer -p kubesim --bins` once per
@@ -23,7 +24,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::{HEALER_NAMESPACE, IDENTITY};
-use celld_healer::runtime::rbac::{self, Scope};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ServiceAccount};
@@ -32,7 +32,7 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams,
 };
-use kube::{Api, Client, CustomResourceExt, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 pub use kubesim::testing::{
@@ -76,6 +76,8 @@ pub fn ensure_built() -> Result<()> {
                 "celld-healer",
                 "-p",
                 "kubesim",
+                "-p",
+                "celld-gen",
                 "--bins",
             ]);
             if release {
@@ -88,7 +90,7 @@ pub fn ensure_built() -> Result<()> {
                 Ok(())
             } else {
                 Err(format!(
-                    "cargo build -p celld-healer -p kubesim --bins failed:\n{}",
+                    "cargo build -p celld-healer -p kubesim -p celld-gen --bins failed:\n{}",
                     String::from_utf8_lossy(&out.stderr)
                 ))
             }
@@ -665,15 +667,14 @@ pub async fn apply_rendered(
     Ok(out)
 }
 
-/// The one-time (idempotent) install: CRDs, the StorageClass, and the healer's
-/// namespace, ServiceAccount and RBAC exactly as `rbac::RULES` declares.
+/// The one-time (idempotent) install: the CRDs and the healer's namespace,
+/// ServiceAccount and RBAC exactly as `celld-gen install` renders them (its Deployment,
+/// Service, PDB and NetworkPolicy are left out: the tests run the healer binary
+/// themselves), and a StorageClass for kubesim's provisioner.
 pub async fn install(client: &Client) -> Result<()> {
-    let crds = [
-        serde_json::to_value(CelldFleet::crd())?,
-        serde_json::to_value(celld_gen::api::CelldBucketReservation::crd())?,
-    ];
-    for crd in &crds {
-        apply(client, crd, SETUP, false).await?;
+    let bundle = install_bundle()?;
+    for o in &bundle {
+        apply(client, o, SETUP, false).await?;
     }
     let sc = json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
@@ -683,10 +684,10 @@ pub async fn install(client: &Client) -> Result<()> {
         "volumeBindingMode": "WaitForFirstConsumer",
     });
     apply(client, &sc, SETUP, false).await?;
-    for o in healer_rbac_objects() {
-        apply(client, &o, SETUP, false).await?;
-    }
-    for crd in &crds {
+    for crd in bundle
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
         let name = crd["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -708,30 +709,61 @@ pub async fn install(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// Namespace, ServiceAccount, ClusterRole(+Binding) and Role(+Binding) of the healer,
-/// with exactly the rules the healer declares.
+/// Kinds of `celld-gen install --stdout` the tests apply.
+const BUNDLE_KINDS: [&str; 7] = [
+    "CustomResourceDefinition",
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
+/// The CRDs and the healer's namespace, ServiceAccount and RBAC from
+/// `celld-gen install --stdout`, in its order.
+pub fn install_bundle() -> Result<Vec<Value>> {
+    let bin = kubesim::testing::workspace_bin("celld-gen", "CELLD_GEN_BIN")?;
+    let out = Command::new(&bin)
+        .args(["install", "--stdout"])
+        .output()
+        .with_context(|| format!("running {} install --stdout", bin.display()))?;
+    ensure!(
+        out.status.success(),
+        "celld-gen install --stdout failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let mut objects = Vec::new();
+    for doc in text.split("\n---") {
+        if doc
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        let v: Value = serde_saphyr::from_str(doc).context("a document of the install bundle")?;
+        if v["kind"]
+            .as_str()
+            .is_some_and(|k| BUNDLE_KINDS.contains(&k))
+        {
+            objects.push(v);
+        }
+    }
+    ensure!(
+        objects.iter().any(|o| o["kind"] == "ClusterRole"),
+        "the install bundle has no ClusterRole"
+    );
+    Ok(objects)
+}
+
+/// The healer's namespace, ServiceAccount and RBAC from the install bundle.
 pub fn healer_rbac_objects() -> Vec<Value> {
-    let ns = HEALER_NAMESPACE;
-    let subject = json!([{"kind": "ServiceAccount", "name": HEALER_SA, "namespace": ns}]);
-    vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": HEALER_SA, "namespace": ns}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": "celld-healer-e2e"},
-               "rules": rbac::rules_json(Scope::Cluster)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": "celld-healer-e2e"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "celld-healer-e2e"},
-               "subjects": subject}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-               "metadata": {"name": "celld-healer-e2e-lease", "namespace": ns},
-               "rules": rbac::rules_json(Scope::LeaseNamespace)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "celld-healer-e2e-lease", "namespace": ns},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "celld-healer-e2e-lease"},
-               "subjects": subject}),
-    ]
+    install_bundle()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| o["kind"] != "CustomResourceDefinition")
+        .collect()
 }
 
 /// Writes a kubeconfig for the healer's ServiceAccount, from a TokenRequest.
