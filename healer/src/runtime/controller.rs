@@ -860,15 +860,20 @@ fn application(
             .collect();
         let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
         let (observer, poke, key) = (ctx.observer.clone(), ctx.poke.clone(), key.clone());
+        let before = view.map(|v| (v.status, v.versions));
         tokio::spawn(async move {
             let view = super::members::observe(members, expected).await;
+            let changed = before.as_ref() != Some(&(view.status.clone(), view.versions.clone()));
             observer.finish(key.clone(), view);
-            let _ = poke.send(key);
+            // Only a changed view needs a reconcile (to write it into the status).
+            if changed {
+                let _ = poke.send(key);
+            }
         });
-        return None;
+        // The next observation is due one interval from now.
+        return Some(interval);
     }
     if ctx.observer.in_flight(key) {
-        // Its end asks for a reconcile.
         return None;
     }
     view.map(|v| {

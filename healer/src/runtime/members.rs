@@ -9,8 +9,9 @@
 //! This never delays a write: a reconcile only *starts* an observation in the background
 //! when the fleet's last one is older than `--application-interval` (5 s at most while
 //! the view is not `Converged`), and uses the latest
-//! result when it builds the status. The finished observation asks for a reconcile of its
-//! fleet (so the status picks it up), and the reconcile schedules the next observation.
+//! result when it builds the status. A finished observation whose view changed asks for a
+//! reconcile of its fleet (so the status picks it up); the reconcile that started it asked
+//! to be run again one interval later, which starts the next one.
 //! These are requests to the members, not to the API server; the status is patched only
 //! when the view changed. The view never gates anything (rule A4).
 
