@@ -189,6 +189,33 @@ fn name_is_a_dns_label_of_at_most_40() {
 }
 
 #[test]
+fn own_label_and_annotation_keys_are_reserved() {
+    fails(
+        &replace(
+            "  namespace: apps\n",
+            "  namespace: apps\n  labels: {fleet.celld.dev/identity: x}\n",
+        ),
+        "metadata.labels.fleet.celld.dev/identity",
+        "reserved for celld-gen",
+    );
+    fails(
+        &replace(
+            "  namespace: apps\n",
+            "  namespace: apps\n  annotations: {fleet.celld.dev/replacement-claim: x}\n",
+        ),
+        "metadata.annotations.fleet.celld.dev/replacement-claim",
+        "reserved for celld-gen",
+    );
+    assert_eq!(
+        check(&replace(
+            "  namespace: apps\n",
+            "  namespace: apps\n  labels: {team: a}\n"
+        )),
+        vec![]
+    );
+}
+
+#[test]
 fn identity_is_26_lowercase_alphanumerics() {
     fails(
         &replace("7kq2m9x4c1v8b3n6z5h0j2w4r8", "7KQ2M9X4C1V8B3N6Z5H0J2W4R8"),

@@ -180,6 +180,15 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
                 format!("`{key}` is not a valid key"),
                 "an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters",
             );
+            // Our own keys mean something to the healer (identity, handoff records);
+            // a fleet file must not be able to forge them.
+            if key.starts_with(&format!("{}/", labels::GROUP)) {
+                c.fail(
+                    &format!("{field}.{key}"),
+                    format!("`{key}` is reserved for celld-gen and the healer"),
+                    "a key outside the fleet.celld.dev/ prefix",
+                );
+            }
         }
     }
     if let Some(labels_map) = &fleet.metadata.labels {
