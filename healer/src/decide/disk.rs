@@ -265,8 +265,10 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                     ),
                 ));
             }
-            if crash_looping(p) {
-                // Rule R7 (crash loop).
+            // Rule R7 (crash loop). A member now waiting on its image or configuration is
+            // reported as waiting (R4), even if its container exited before: that wait is
+            // the cause to fix, and a restart after it is not a crash loop.
+            if p.config_wait.is_none() && crash_looping(p) {
                 let since = p.not_ready_since();
                 if cx.now < since + cx.cfg.replacement_delay {
                     cx.wake_at(since + cx.cfg.replacement_delay);

@@ -1014,6 +1014,18 @@ fn r6_a_lone_unschedulable_member_is_replaced_instead() {
 }
 
 #[test]
+fn r7_a_member_waiting_on_its_image_is_not_called_crash_looping() {
+    let mut s = persistent(3);
+    s.down(1, at(0));
+    s.pod(1).last_container_exit = Some(at(3));
+    s.pod(1).config_wait = Some("ImagePullBackOff".into());
+    let p = plan(&s, at(30));
+    assert_eq!(p.action, None);
+    assert_eq!(p.status.member_states[1].state, "WaitingForImage");
+    assert!(!blocked(&p), "{:?}", p.status.conditions);
+}
+
+#[test]
 fn r7_crash_looping_member_is_never_replaced_and_blocks_after_the_delay() {
     let mut s = persistent(3);
     s.down(1, at(0));
