@@ -31,6 +31,8 @@ pub const GRACE_HEADROOM_SECONDS: i64 = 5;
 pub const MAX_ENV: usize = 32;
 /// Most routing hostnames.
 pub const MAX_HOSTNAMES: usize = 16;
+/// Whether a fleet refuses deletion when `spec.deletionProtection` is absent.
+pub const DELETION_PROTECTION: bool = true;
 
 /// Effective capacity policy values, defaults applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -188,6 +190,11 @@ impl CelldFleetSpec {
             .as_ref()
             .and_then(|m| m.paused)
             .unwrap_or(false)
+    }
+
+    /// Whether deleting the fleet is refused (default true).
+    pub fn deletion_protected(&self) -> bool {
+        self.deletion_protection.unwrap_or(DELETION_PROTECTION)
     }
 
     /// The restart token, if any.

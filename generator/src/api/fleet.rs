@@ -83,6 +83,12 @@ pub struct CelldFleetSpec {
     /// Capacity policy; absent means `members` is set by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Capacity>,
+    /// Refuse deletion of the fleet (default `true`): the API server's admission policy
+    /// and the healer both keep a protected fleet, its workload and every disk when the
+    /// CelldFleet is deleted. Set `false` in Git, sync, then delete to remove the fleet
+    /// and its disks on purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_protection: Option<bool>,
 }
 
 /// How members keep their data.
