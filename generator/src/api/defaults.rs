@@ -33,6 +33,135 @@ pub const MAX_ENV: usize = 32;
 pub const MAX_HOSTNAMES: usize = 16;
 /// Whether a fleet refuses deletion when `spec.deletionProtection` is absent.
 pub const DELETION_PROTECTION: bool = true;
+/// Longest fleet name (a DNS label), leaving room for `-peers`, `-routing` and
+/// `data-<name>-<n>`.
+pub const MAX_NAME_LENGTH: usize = 40;
+/// Length of `spec.identity` (lowercase letters and digits).
+pub const IDENTITY_LENGTH: usize = 26;
+/// Longest `storage.region`.
+pub const MAX_REGION_LENGTH: usize = 32;
+/// Most labels in a Pod selector (`routing.source.podLabels`, `egress.podLabels`).
+pub const MAX_POD_LABELS: usize = 16;
+/// Most Ingress controller annotations.
+pub const MAX_INGRESS_ANNOTATIONS: usize = 16;
+/// Longest `maintenance.restartToken`, in characters.
+pub const MAX_RESTART_TOKEN_CHARS: usize = 128;
+/// Longest literal `env[].value`, in bytes.
+pub const MAX_ENV_VALUE_BYTES: usize = 4096;
+/// Longest environment variable name.
+pub const MAX_ENV_NAME_LENGTH: usize = 128;
+/// Longest DNS subdomain (names of Secrets, classes, ServiceAccounts, hostnames).
+pub const MAX_DNS_SUBDOMAIN_LENGTH: usize = 253;
+/// Longest DNS label (namespaces, prefixes).
+pub const MAX_DNS_LABEL_LENGTH: usize = 63;
+/// Longest Secret key.
+pub const MAX_SECRET_KEY_LENGTH: usize = 253;
+
+/// The whole numbers a field accepts, both ends included. Validation
+/// ([`crate::validate`]), the CRD schema (`minimum`/`maximum`, so the API server and the
+/// `/scale` subresource refuse the same values) and the editor schema all read these
+/// constants; no limit is written twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds<T> {
+    /// Smallest accepted value.
+    pub min: T,
+    /// Largest accepted value.
+    pub max: T,
+}
+
+impl<T: PartialOrd + Copy> Bounds<T> {
+    /// Whether `v` is accepted.
+    pub fn contains(&self, v: T) -> bool {
+        self.min <= v && v <= self.max
+    }
+}
+
+const fn b<T>(min: T, max: T) -> Bounds<T> {
+    Bounds { min, max }
+}
+
+/// `spec.members`, and `capacity.minMembers` / `capacity.maxMembers`.
+pub const MEMBERS_BOUNDS: Bounds<i32> = b(1, MAX_MEMBERS);
+/// Length of `storage.bucket`.
+pub const BUCKET_LENGTH_BOUNDS: Bounds<usize> = b(3, 63);
+/// `storage.sizeGiB`.
+pub const SIZE_GIB_BOUNDS: Bounds<i32> = b(1, MAX_SIZE_GIB);
+/// Number of `placement.zones`.
+pub const ZONES_BOUNDS: Bounds<usize> = b(1, MAX_ZONES);
+/// Number of `routing.hostnames`.
+pub const HOSTNAMES_BOUNDS: Bounds<usize> = b(1, MAX_HOSTNAMES);
+/// Number of labels in a Pod selector.
+pub const POD_LABELS_BOUNDS: Bounds<usize> = b(1, MAX_POD_LABELS);
+/// `execution.maxResidentCells`.
+pub const MAX_RESIDENT_CELLS_BOUNDS: Bounds<i64> = b(1, 1_000_000);
+/// `execution.idleEvictSeconds`.
+pub const IDLE_EVICT_SECONDS_BOUNDS: Bounds<i64> = b(1, 86_400);
+/// `lifecycle.shutdownSeconds`.
+pub const SHUTDOWN_SECONDS_BOUNDS: Bounds<i64> = b(1, MAX_SHUTDOWN_SECONDS);
+/// `lifecycle.terminationGraceSeconds`: the drain's range plus the headroom.
+pub const TERMINATION_GRACE_SECONDS_BOUNDS: Bounds<i64> = b(
+    SHUTDOWN_SECONDS_BOUNDS.min + GRACE_HEADROOM_SECONDS,
+    SHUTDOWN_SECONDS_BOUNDS.max + GRACE_HEADROOM_SECONDS,
+);
+/// `telemetry.flushMilliseconds`.
+pub const FLUSH_MILLISECONDS_BOUNDS: Bounds<i64> = b(1, 3_600_000);
+/// `telemetry.flushBytes`.
+pub const FLUSH_BYTES_BOUNDS: Bounds<i64> = b(1, 1 << 30);
+/// `capacity.scaleOutStep`.
+pub const SCALE_OUT_STEP_BOUNDS: Bounds<i32> = b(1, 10);
+/// `capacity.sampleIntervalSeconds`.
+pub const SAMPLE_INTERVAL_SECONDS_BOUNDS: Bounds<i32> = b(5, 300);
+/// `capacity.maxAgeSeconds`.
+pub const MAX_AGE_SECONDS_BOUNDS: Bounds<i32> = b(10, 600);
+/// `capacity.minWindowSeconds`.
+pub const MIN_WINDOW_SECONDS_BOUNDS: Bounds<i32> = b(1, 60);
+/// `capacity.maxWindowSeconds`.
+pub const MAX_WINDOW_SECONDS_BOUNDS: Bounds<i32> = b(5, 300);
+/// `capacity.minSamples`.
+pub const MIN_SAMPLES_BOUNDS: Bounds<i32> = b(2, 100);
+/// `capacity.scaleOutStabilizationSeconds`.
+pub const SCALE_OUT_STABILIZATION_SECONDS_BOUNDS: Bounds<i32> = b(10, 3600);
+/// `capacity.scaleInStabilizationSeconds`.
+pub const SCALE_IN_STABILIZATION_SECONDS_BOUNDS: Bounds<i32> = b(60, 86_400);
+/// `capacity.scaleOutCooldownSeconds`.
+pub const SCALE_OUT_COOLDOWN_SECONDS_BOUNDS: Bounds<i32> = b(30, 86_400);
+/// `capacity.scaleInCooldownSeconds`.
+pub const SCALE_IN_COOLDOWN_SECONDS_BOUNDS: Bounds<i32> = b(60, 86_400);
+/// `capacity.provisioningTimeoutSeconds`.
+pub const PROVISIONING_TIMEOUT_SECONDS_BOUNDS: Bounds<i32> = b(60, 86_400);
+/// `capacity.redistributionObservationSeconds`.
+pub const REDISTRIBUTION_OBSERVATION_SECONDS_BOUNDS: Bounds<i32> = b(30, 3600);
+/// `capacity.cpuHighMillicores`.
+pub const CPU_HIGH_MILLICORES_BOUNDS: Bounds<i32> = b(1, 1_000_000);
+/// `capacity.cpuLowMillicores`.
+pub const CPU_LOW_MILLICORES_BOUNDS: Bounds<i32> = b(0, 1_000_000);
+/// `capacity.memoryHighMiB`.
+pub const MEMORY_HIGH_MIB_BOUNDS: Bounds<i32> = b(1, 1_048_576);
+/// `capacity.memoryLowMiB`.
+pub const MEMORY_LOW_MIB_BOUNDS: Bounds<i32> = b(0, 1_048_576);
+
+/// The capacity policy's defaults (what [`Capacity::effective`] fills in).
+pub const CAPACITY_DEFAULTS: CapacityPolicy = CapacityPolicy {
+    mode: CapacityMode::Shadow,
+    min_members: 3,
+    max_members: 10,
+    scale_out_step: 1,
+    sample_interval_seconds: 15,
+    max_age_seconds: 45,
+    min_window_seconds: 5,
+    max_window_seconds: 60,
+    min_samples: 3,
+    scale_out_stabilization_seconds: 30,
+    scale_in_stabilization_seconds: 600,
+    scale_out_cooldown_seconds: 300,
+    scale_in_cooldown_seconds: 900,
+    provisioning_timeout_seconds: 600,
+    redistribution_observation_seconds: 120,
+    cpu_high_millicores: 200,
+    cpu_low_millicores: 80,
+    memory_high_mib: 768,
+    memory_low_mib: 384,
+};
 
 /// Effective capacity policy values, defaults applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,28 +209,41 @@ pub struct CapacityPolicy {
 impl Capacity {
     /// The policy with every default applied.
     pub fn effective(&self) -> CapacityPolicy {
+        let d = CAPACITY_DEFAULTS;
         CapacityPolicy {
-            mode: self.mode.unwrap_or_default(),
-            min_members: self.min_members.unwrap_or(3),
-            max_members: self.max_members.unwrap_or(10),
-            scale_out_step: self.scale_out_step.unwrap_or(1),
-            sample_interval_seconds: self.sample_interval_seconds.unwrap_or(15),
-            max_age_seconds: self.max_age_seconds.unwrap_or(45),
-            min_window_seconds: self.min_window_seconds.unwrap_or(5),
-            max_window_seconds: self.max_window_seconds.unwrap_or(60),
-            min_samples: self.min_samples.unwrap_or(3),
-            scale_out_stabilization_seconds: self.scale_out_stabilization_seconds.unwrap_or(30),
-            scale_in_stabilization_seconds: self.scale_in_stabilization_seconds.unwrap_or(600),
-            scale_out_cooldown_seconds: self.scale_out_cooldown_seconds.unwrap_or(300),
-            scale_in_cooldown_seconds: self.scale_in_cooldown_seconds.unwrap_or(900),
-            provisioning_timeout_seconds: self.provisioning_timeout_seconds.unwrap_or(600),
+            mode: self.mode.unwrap_or(d.mode),
+            min_members: self.min_members.unwrap_or(d.min_members),
+            max_members: self.max_members.unwrap_or(d.max_members),
+            scale_out_step: self.scale_out_step.unwrap_or(d.scale_out_step),
+            sample_interval_seconds: self
+                .sample_interval_seconds
+                .unwrap_or(d.sample_interval_seconds),
+            max_age_seconds: self.max_age_seconds.unwrap_or(d.max_age_seconds),
+            min_window_seconds: self.min_window_seconds.unwrap_or(d.min_window_seconds),
+            max_window_seconds: self.max_window_seconds.unwrap_or(d.max_window_seconds),
+            min_samples: self.min_samples.unwrap_or(d.min_samples),
+            scale_out_stabilization_seconds: self
+                .scale_out_stabilization_seconds
+                .unwrap_or(d.scale_out_stabilization_seconds),
+            scale_in_stabilization_seconds: self
+                .scale_in_stabilization_seconds
+                .unwrap_or(d.scale_in_stabilization_seconds),
+            scale_out_cooldown_seconds: self
+                .scale_out_cooldown_seconds
+                .unwrap_or(d.scale_out_cooldown_seconds),
+            scale_in_cooldown_seconds: self
+                .scale_in_cooldown_seconds
+                .unwrap_or(d.scale_in_cooldown_seconds),
+            provisioning_timeout_seconds: self
+                .provisioning_timeout_seconds
+                .unwrap_or(d.provisioning_timeout_seconds),
             redistribution_observation_seconds: self
                 .redistribution_observation_seconds
-                .unwrap_or(120),
-            cpu_high_millicores: self.cpu_high_millicores.unwrap_or(200),
-            cpu_low_millicores: self.cpu_low_millicores.unwrap_or(80),
-            memory_high_mib: self.memory_high_mib.unwrap_or(768),
-            memory_low_mib: self.memory_low_mib.unwrap_or(384),
+                .unwrap_or(d.redistribution_observation_seconds),
+            cpu_high_millicores: self.cpu_high_millicores.unwrap_or(d.cpu_high_millicores),
+            cpu_low_millicores: self.cpu_low_millicores.unwrap_or(d.cpu_low_millicores),
+            memory_high_mib: self.memory_high_mib.unwrap_or(d.memory_high_mib),
+            memory_low_mib: self.memory_low_mib.unwrap_or(d.memory_low_mib),
         }
     }
 }

@@ -9,7 +9,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::cel;
+use super::defaults as d;
 use super::status::CelldFleetStatus;
+use crate::validate::formats as f;
 
 /// Desired state of one celld fleet.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -35,16 +38,22 @@ use super::status::CelldFleetStatus;
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("size(self.metadata.name) <= 40").message("fleet name must be a DNS label of at most 40 characters"),
+    validation = cel::name_length(),
     derive = "PartialEq"
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(
-    validation = Rule::new("self.identity == oldSelf.identity && self.profile == oldSelf.profile && self.storage == oldSelf.storage && self.placement == oldSelf.placement").message("identity, profile, storage and placement are fixed when the fleet is created")
+    validation = Rule::new("self.identity == oldSelf.identity && self.profile == oldSelf.profile && self.storage == oldSelf.storage && self.placement == oldSelf.placement").message("identity, profile, storage and placement are fixed when the fleet is created"),
+    validation = cel::members_cover_zones(),
+    validation = cel::capacity_min_covers_zones(),
+    validation = cel::bucket_workload_only_for_bucket(),
+    validation = cel::storage_class_iff_persistent(),
+    validation = cel::zones_of_region()
 )]
 pub struct CelldFleetSpec {
     /// The fleet's identity: 26 characters of lowercase letters and digits, written once
     /// by `celld-gen init`. It labels every object and disk of the fleet.
+    #[schemars(length(equal = d::IDENTITY_LENGTH), pattern(f::identity_pattern()))]
     pub identity: String,
     /// `Bucket` (members keep nothing locally) or `PersistentFleet` (each member owns a disk).
     pub profile: Profile,
@@ -52,11 +61,17 @@ pub struct CelldFleetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket_workload: Option<BucketWorkload>,
     /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`.
+    #[schemars(pattern(f::IMAGE_DIGEST_PATTERN))]
     pub runtime_image: String,
     /// Number of members, 1..100 (default 3). Leave it out in capacity mode External.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MEMBERS_BOUNDS.min, max = d::MEMBERS_BOUNDS.max))]
     pub members: Option<i32>,
     /// ServiceAccount the members run as (it must exist in the fleet's namespace).
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub service_account_name: String,
     /// The bucket the fleet shares, and the members' disks.
     pub storage: Storage,
@@ -73,6 +88,8 @@ pub struct CelldFleetSpec {
     pub maintenance: Option<Maintenance>,
     /// Extra environment variables for celld (names the generator or celld own are refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_ENV))]
+    #[x_kube(validation = cel::unique_env_names())]
     pub env: Option<Vec<EnvVar>>,
     /// OpenTelemetry export.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +110,7 @@ pub struct CelldFleetSpec {
 
 /// How members keep their data.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = cel::enum_max_length)]
 pub enum Profile {
     /// Every write waits for the bucket; members are interchangeable.
     Bucket,
@@ -102,6 +120,7 @@ pub enum Profile {
 
 /// Workload kind of a Bucket fleet.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, Default)]
+#[schemars(transform = cel::enum_max_length)]
 pub enum BucketWorkload {
     /// A Deployment.
     #[default]
@@ -115,20 +134,31 @@ pub enum BucketWorkload {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Storage {
     /// Bucket name (3..63 lowercase letters, digits or hyphens). Reserved to this fleet for ever.
+    #[schemars(
+        length(min = d::BUCKET_LENGTH_BOUNDS.min, max = d::BUCKET_LENGTH_BOUNDS.max),
+        pattern(f::BUCKET_PATTERN)
+    )]
     pub bucket: String,
     /// Bucket region, e.g. `us-east-1`; zones are this plus one letter.
+    #[schemars(length(max = d::MAX_REGION_LENGTH), pattern(f::REGION_PATTERN))]
     pub region: String,
     /// Optional key prefix inside the bucket (a DNS label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_DNS_LABEL_LENGTH), pattern(f::DNS_LABEL_PATTERN))]
     pub prefix: Option<String>,
     /// A custom S3-compatible endpoint (MinIO and the like).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<StorageEndpoint>,
     /// StorageClass of member disks: required for PersistentFleet, refused for Bucket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub storage_class_name: Option<String>,
     /// Disk size (PersistentFleet) or scratch size (Bucket) in GiB, 1..16384 (default 10).
     #[serde(default, rename = "sizeGiB", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SIZE_GIB_BOUNDS.min, max = d::SIZE_GIB_BOUNDS.max))]
     pub size_gib: Option<i32>,
 }
 
@@ -139,6 +169,10 @@ pub struct StorageEndpoint {
     /// HTTP(S) origin, e.g. `http://minio.store:9000` (no path, query or credentials).
     pub url: String,
     /// Secret in the fleet's namespace with keys `accessKeyId` and `secretAccessKey`.
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub credentials_secret_name: String,
     /// Where the endpoint runs, for the egress rule; absent allows its port to any address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,25 +180,39 @@ pub struct StorageEndpoint {
 }
 
 /// A destination for an egress rule: one IP, or Pods by label.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(
+    validation = cel::one_egress_destination(),
+    validation = cel::egress_namespace_with_labels()
+)]
 pub struct Egress {
     /// One address as a /32 (or /128) CIDR.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cidr: Option<String>,
     /// Labels of the destination Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "minProperties" = d::POD_LABELS_BOUNDS.min,
+        "maxProperties" = d::POD_LABELS_BOUNDS.max
+    ))]
     pub pod_labels: Option<BTreeMap<String, String>>,
     /// Namespace of the destination Pods (default: the fleet's namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_DNS_LABEL_LENGTH), pattern(f::DNS_LABEL_PATTERN))]
     pub namespace: Option<String>,
 }
 
 /// Zones and spread.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Placement {
     /// 1..6 zones of `storage.region`, e.g. `us-east-1a`.
+    #[schemars(
+        length(min = d::ZONES_BOUNDS.min, max = d::ZONES_BOUNDS.max),
+        inner(length(max = d::MAX_REGION_LENGTH + 1))
+    )]
+    #[x_kube(validation = cel::unique_strings("zone"))]
     pub zones: Vec<String>,
     /// `Strict` (default): one member per node, even spread required. `Relaxed`: preferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,6 +221,7 @@ pub struct Placement {
 
 /// How strictly members spread over zones and nodes.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, Default)]
+#[schemars(transform = cel::enum_max_length)]
 pub enum PlacementMode {
     /// Required anti-affinity per node and a required even zone spread.
     #[default]
@@ -199,21 +248,38 @@ pub struct Execution {
     pub memory_limit: Option<String>,
     /// Most cells resident at once, 1..1000000 (default: celld's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(
+        min = d::MAX_RESIDENT_CELLS_BOUNDS.min,
+        max = d::MAX_RESIDENT_CELLS_BOUNDS.max
+    ))]
     pub max_resident_cells: Option<i64>,
     /// Seconds before an idle cell is evicted, 1..86400 (default: celld's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(
+        min = d::IDLE_EVICT_SECONDS_BOUNDS.min,
+        max = d::IDLE_EVICT_SECONDS_BOUNDS.max
+    ))]
     pub idle_evict_seconds: Option<i64>,
 }
 
 /// Shutdown timing.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = cel::grace_covers_drain())]
 pub struct Lifecycle {
     /// Time celld has to drain on SIGTERM, 1..3600 (default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(
+        min = d::SHUTDOWN_SECONDS_BOUNDS.min,
+        max = d::SHUTDOWN_SECONDS_BOUNDS.max
+    ))]
     pub shutdown_seconds: Option<i64>,
     /// Pod termination grace, at least shutdownSeconds + 5 (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(
+        min = d::TERMINATION_GRACE_SECONDS_BOUNDS.min,
+        max = d::TERMINATION_GRACE_SECONDS_BOUNDS.max
+    ))]
     pub termination_grace_seconds: Option<i64>,
 }
 
@@ -223,6 +289,7 @@ pub struct Lifecycle {
 pub struct Maintenance {
     /// Any new value rolls every member once (at most 128 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_RESTART_TOKEN_CHARS))]
     pub restart_token: Option<String>,
     /// Stops every lifecycle action of the healer (growth, contraction, healing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,13 +297,16 @@ pub struct Maintenance {
 }
 
 /// One extra environment variable.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = cel::one_env_source())]
 pub struct EnvVar {
     /// Variable name.
+    #[schemars(length(max = d::MAX_ENV_NAME_LENGTH), pattern(f::ENV_NAME_PATTERN))]
     pub name: String,
     /// Literal value (exactly one of value / secretKeyRef).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_ENV_VALUE_BYTES))]
     pub value: Option<String>,
     /// Value from a Secret key in the fleet's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,14 +318,20 @@ pub struct EnvVar {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SecretKeyRef {
     /// Secret name.
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub name: String,
     /// Key in the Secret.
+    #[schemars(length(max = d::MAX_SECRET_KEY_LENGTH), pattern(f::SECRET_KEY_PATTERN))]
     pub key: String,
 }
 
 /// OpenTelemetry export.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = cel::sampler_arg_with_ratio())]
 pub struct Telemetry {
     /// OTLP/HTTP base URL of the collector, e.g. `http://otel.obs:4318`.
     #[serde(rename = "collectorURL")]
@@ -270,9 +346,14 @@ pub struct Telemetry {
     pub sampler_arg: Option<String>,
     /// Flush interval in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(
+        min = d::FLUSH_MILLISECONDS_BOUNDS.min,
+        max = d::FLUSH_MILLISECONDS_BOUNDS.max
+    ))]
     pub flush_milliseconds: Option<i64>,
     /// Flush size in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::FLUSH_BYTES_BOUNDS.min, max = d::FLUSH_BYTES_BOUNDS.max))]
     pub flush_bytes: Option<i64>,
     /// Secret key holding OTLP headers (OTEL_EXPORTER_OTLP_HEADERS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +363,7 @@ pub struct Telemetry {
 /// OpenTelemetry trace samplers celld accepts.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(transform = cel::enum_max_length)]
 pub enum Sampler {
     /// Sample everything.
     AlwaysOn,
@@ -298,6 +380,16 @@ pub enum Sampler {
 }
 
 impl Sampler {
+    /// Every sampler.
+    pub const ALL: [Sampler; 6] = [
+        Sampler::AlwaysOn,
+        Sampler::AlwaysOff,
+        Sampler::ParentbasedAlwaysOn,
+        Sampler::ParentbasedAlwaysOff,
+        Sampler::Traceidratio,
+        Sampler::ParentbasedTraceidratio,
+    ];
+
     /// The value celld reads from OTEL_TRACES_SAMPLER.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -320,10 +412,19 @@ impl Sampler {
 }
 
 /// Public HTTP routing.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = cel::one_route())]
 pub struct Routing {
     /// 1..16 unique hostnames (a `*.` wildcard prefix is allowed).
+    #[schemars(
+        length(min = d::HOSTNAMES_BOUNDS.min, max = d::HOSTNAMES_BOUNDS.max),
+        inner(
+            length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+            pattern(f::ROUTE_HOSTNAME_PATTERN)
+        )
+    )]
+    #[x_kube(validation = cel::unique_strings("hostname"))]
     pub hostnames: Vec<String>,
     /// The data-plane Pods allowed to send traffic to the members.
     pub source: RoutingSource,
@@ -340,8 +441,13 @@ pub struct Routing {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoutingSource {
     /// Their namespace.
+    #[schemars(length(max = d::MAX_DNS_LABEL_LENGTH), pattern(f::DNS_LABEL_PATTERN))]
     pub namespace: String,
     /// 1..16 labels that select them.
+    #[schemars(extend(
+        "minProperties" = d::POD_LABELS_BOUNDS.min,
+        "maxProperties" = d::POD_LABELS_BOUNDS.max
+    ))]
     pub pod_labels: BTreeMap<String, String>,
 }
 
@@ -350,12 +456,21 @@ pub struct RoutingSource {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayRef {
     /// Gateway name.
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub name: String,
     /// Gateway namespace (default: the fleet's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_DNS_LABEL_LENGTH), pattern(f::DNS_LABEL_PATTERN))]
     pub namespace: Option<String>,
     /// Listener name on the Gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub section_name: Option<String>,
 }
 
@@ -364,17 +479,27 @@ pub struct GatewayRef {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IngressRoute {
     /// IngressClass name.
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub class_name: String,
     /// TLS Secret in the fleet's namespace, covering every hostname.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub tls_secret_name: Option<String>,
     /// At most 16 annotations for the ingress controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = d::MAX_INGRESS_ANNOTATIONS))]
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
 /// Who decides the number of members.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, Default)]
+#[schemars(transform = cel::enum_max_length)]
 pub enum CapacityMode {
     /// Recommend only; `members` still decides.
     #[default]
@@ -388,59 +513,82 @@ pub enum CapacityMode {
 }
 
 /// Capacity policy.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(
+    validation = cel::capacity_members_ordered(),
+    validation = cel::capacity_cpu_ordered(),
+    validation = cel::capacity_memory_ordered(),
+    validation = cel::capacity_windows_ordered(),
+    validation = cel::capacity_samples_fresh()
+)]
 pub struct Capacity {
     /// Policy mode (default Shadow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<CapacityMode>,
     /// Fewest members, 1..100, at least the number of zones (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MEMBERS_BOUNDS.min, max = d::MEMBERS_BOUNDS.max))]
     pub min_members: Option<i32>,
     /// Most members, 1..100 (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MEMBERS_BOUNDS.min, max = d::MEMBERS_BOUNDS.max))]
     pub max_members: Option<i32>,
     /// Members added per scale-out, 1..10 (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SCALE_OUT_STEP_BOUNDS.min, max = d::SCALE_OUT_STEP_BOUNDS.max))]
     pub scale_out_step: Option<i32>,
     /// Seconds between samples, 5..300 (default 15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SAMPLE_INTERVAL_SECONDS_BOUNDS.min, max = d::SAMPLE_INTERVAL_SECONDS_BOUNDS.max))]
     pub sample_interval_seconds: Option<i32>,
     /// Oldest usable sample, 10..600 seconds (default 45).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MAX_AGE_SECONDS_BOUNDS.min, max = d::MAX_AGE_SECONDS_BOUNDS.max))]
     pub max_age_seconds: Option<i32>,
     /// Shortest averaging window, 1..60 seconds (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MIN_WINDOW_SECONDS_BOUNDS.min, max = d::MIN_WINDOW_SECONDS_BOUNDS.max))]
     pub min_window_seconds: Option<i32>,
     /// Longest averaging window, 5..300 seconds (default 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MAX_WINDOW_SECONDS_BOUNDS.min, max = d::MAX_WINDOW_SECONDS_BOUNDS.max))]
     pub max_window_seconds: Option<i32>,
     /// Samples needed for a decision, 2..100 (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::MIN_SAMPLES_BOUNDS.min, max = d::MIN_SAMPLES_BOUNDS.max))]
     pub min_samples: Option<i32>,
     /// Load must stay high this long before growth, 10..3600 (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SCALE_OUT_STABILIZATION_SECONDS_BOUNDS.min, max = d::SCALE_OUT_STABILIZATION_SECONDS_BOUNDS.max))]
     pub scale_out_stabilization_seconds: Option<i32>,
     /// Load must stay low this long before contraction, 60..86400 (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SCALE_IN_STABILIZATION_SECONDS_BOUNDS.min, max = d::SCALE_IN_STABILIZATION_SECONDS_BOUNDS.max))]
     pub scale_in_stabilization_seconds: Option<i32>,
     /// Pause after a growth, 30..86400 (default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SCALE_OUT_COOLDOWN_SECONDS_BOUNDS.min, max = d::SCALE_OUT_COOLDOWN_SECONDS_BOUNDS.max))]
     pub scale_out_cooldown_seconds: Option<i32>,
     /// Pause after a contraction, 60..86400 (default 900).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::SCALE_IN_COOLDOWN_SECONDS_BOUNDS.min, max = d::SCALE_IN_COOLDOWN_SECONDS_BOUNDS.max))]
     pub scale_in_cooldown_seconds: Option<i32>,
     /// Time a new member has to become ready, 60..86400 (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::PROVISIONING_TIMEOUT_SECONDS_BOUNDS.min, max = d::PROVISIONING_TIMEOUT_SECONDS_BOUNDS.max))]
     pub provisioning_timeout_seconds: Option<i32>,
     /// Time to watch load settle after a change, 30..3600 (default 120).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::REDISTRIBUTION_OBSERVATION_SECONDS_BOUNDS.min, max = d::REDISTRIBUTION_OBSERVATION_SECONDS_BOUNDS.max))]
     pub redistribution_observation_seconds: Option<i32>,
     /// Per-member CPU above which to grow, millicores, 1..1000000 (default 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::CPU_HIGH_MILLICORES_BOUNDS.min, max = d::CPU_HIGH_MILLICORES_BOUNDS.max))]
     pub cpu_high_millicores: Option<i32>,
     /// Per-member CPU below which to shrink, millicores (default 80).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::CPU_LOW_MILLICORES_BOUNDS.min, max = d::CPU_LOW_MILLICORES_BOUNDS.max))]
     pub cpu_low_millicores: Option<i32>,
     /// Per-member memory above which to grow, MiB, 1..1048576 (default 768).
     #[serde(
@@ -448,6 +596,7 @@ pub struct Capacity {
         rename = "memoryHighMiB",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(range(min = d::MEMORY_HIGH_MIB_BOUNDS.min, max = d::MEMORY_HIGH_MIB_BOUNDS.max))]
     pub memory_high_mib: Option<i32>,
     /// Per-member memory below which to shrink, MiB (default 384).
     #[serde(
@@ -455,5 +604,6 @@ pub struct Capacity {
         rename = "memoryLowMiB",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(range(min = d::MEMORY_LOW_MIB_BOUNDS.min, max = d::MEMORY_LOW_MIB_BOUNDS.max))]
     pub memory_low_mib: Option<i32>,
 }

@@ -1,5 +1,8 @@
 //! The fleet API: our two custom resources, their defaults and the keys we write.
 
+#[cfg(test)]
+pub(crate) mod bounds_table;
+pub mod cel;
 pub mod defaults;
 pub mod fleet;
 pub mod labels;

@@ -217,3 +217,295 @@ fn argocd_health_check_passes_its_cases() {
         );
     }
 }
+
+/// Every limit of the fleet file that the CRD can express is in the rendered CRD, equal
+/// to its Rust constant (the same constants validation checks against).
+#[test]
+fn the_crd_carries_every_bound_from_its_constant() {
+    use crate::api::defaults::{self as d, CAPACITY_DEFAULTS as CAP};
+    use crate::api::{
+        BucketWorkload, CapacityMode, PlacementMode, Profile, Sampler, bounds_table, cel,
+    };
+    use crate::validate::formats as f;
+    use serde_json::json;
+
+    let objs: BTreeMap<String, Value> = objects(&InstallOptions::default()).into_iter().collect();
+    let version = &objs["crds/celldfleets.fleet.celld.dev.yaml"]["spec"]["versions"][0];
+    let root = &version["schema"]["openAPIV3Schema"];
+    let spec = &root["properties"]["spec"];
+    let prop = |path: &str| -> Value {
+        let p = path.split('/').fold(spec, |s, k| {
+            if k == "[]" {
+                &s["items"]
+            } else {
+                &s["properties"][k]
+            }
+        });
+        assert!(p.is_object(), "no property {path} in the CRD");
+        p.clone()
+    };
+
+    // Ranges: minimum and maximum, for every bounded field.
+    let table = bounds_table::bounded();
+    assert_eq!(table.len(), 26);
+    for b in &table {
+        let p = prop(b.schema_path);
+        assert_eq!(
+            p["minimum"].as_f64(),
+            Some(b.min as f64),
+            "{}",
+            b.schema_path
+        );
+        assert_eq!(
+            p["maximum"].as_f64(),
+            Some(b.max as f64),
+            "{}",
+            b.schema_path
+        );
+    }
+    // `kubectl scale` and HPAs write .spec.members through /scale: that field is bounded.
+    assert_eq!(
+        version["subresources"]["scale"]["specReplicasPath"],
+        ".spec.members"
+    );
+    assert_eq!(prop("members")["maximum"], json!(f64::from(d::MAX_MEMBERS)));
+    assert_eq!(
+        prop("members")["minimum"],
+        json!(f64::from(d::MEMBERS_BOUNDS.min))
+    );
+
+    // Counts, lengths and patterns.
+    let expect: Vec<(&str, &str, Value)> = vec![
+        ("placement/zones", "minItems", json!(d::ZONES_BOUNDS.min)),
+        ("placement/zones", "maxItems", json!(d::MAX_ZONES)),
+        (
+            "placement/zones/[]",
+            "maxLength",
+            json!(d::MAX_REGION_LENGTH + 1),
+        ),
+        ("env", "maxItems", json!(d::MAX_ENV)),
+        ("env/[]/name", "maxLength", json!(d::MAX_ENV_NAME_LENGTH)),
+        ("env/[]/name", "pattern", json!(f::ENV_NAME_PATTERN)),
+        ("env/[]/value", "maxLength", json!(d::MAX_ENV_VALUE_BYTES)),
+        (
+            "env/[]/secretKeyRef/key",
+            "pattern",
+            json!(f::SECRET_KEY_PATTERN),
+        ),
+        (
+            "routing/hostnames",
+            "minItems",
+            json!(d::HOSTNAMES_BOUNDS.min),
+        ),
+        ("routing/hostnames", "maxItems", json!(d::MAX_HOSTNAMES)),
+        (
+            "routing/hostnames/[]",
+            "pattern",
+            json!(f::ROUTE_HOSTNAME_PATTERN),
+        ),
+        (
+            "routing/source/podLabels",
+            "minProperties",
+            json!(d::POD_LABELS_BOUNDS.min),
+        ),
+        (
+            "routing/source/podLabels",
+            "maxProperties",
+            json!(d::MAX_POD_LABELS),
+        ),
+        (
+            "telemetry/egress/podLabels",
+            "maxProperties",
+            json!(d::MAX_POD_LABELS),
+        ),
+        (
+            "storage/endpoint/egress/podLabels",
+            "maxProperties",
+            json!(d::MAX_POD_LABELS),
+        ),
+        (
+            "routing/ingress/annotations",
+            "maxProperties",
+            json!(d::MAX_INGRESS_ANNOTATIONS),
+        ),
+        ("identity", "minLength", json!(d::IDENTITY_LENGTH)),
+        ("identity", "maxLength", json!(d::IDENTITY_LENGTH)),
+        ("identity", "pattern", json!(f::identity_pattern())),
+        ("identity", "pattern", json!("^[a-z0-9]{26}$")),
+        ("runtimeImage", "pattern", json!(f::IMAGE_DIGEST_PATTERN)),
+        (
+            "serviceAccountName",
+            "pattern",
+            json!(f::DNS_SUBDOMAIN_PATTERN),
+        ),
+        (
+            "storage/bucket",
+            "minLength",
+            json!(d::BUCKET_LENGTH_BOUNDS.min),
+        ),
+        (
+            "storage/bucket",
+            "maxLength",
+            json!(d::BUCKET_LENGTH_BOUNDS.max),
+        ),
+        ("storage/bucket", "pattern", json!(f::BUCKET_PATTERN)),
+        ("storage/region", "maxLength", json!(d::MAX_REGION_LENGTH)),
+        ("storage/region", "pattern", json!(f::REGION_PATTERN)),
+        ("storage/prefix", "pattern", json!(f::DNS_LABEL_PATTERN)),
+        (
+            "storage/storageClassName",
+            "pattern",
+            json!(f::DNS_SUBDOMAIN_PATTERN),
+        ),
+        (
+            "maintenance/restartToken",
+            "maxLength",
+            json!(d::MAX_RESTART_TOKEN_CHARS),
+        ),
+    ];
+    for (path, key, value) in expect {
+        assert_eq!(prop(path)[key], value, "{path} {key}");
+    }
+
+    // Enums, from the types' own serde names.
+    let names = |v: Vec<Value>| json!(v);
+    let enums: Vec<(&str, Value)> = vec![
+        (
+            "profile",
+            names(vec![
+                json!(Profile::Bucket),
+                json!(Profile::PersistentFleet),
+            ]),
+        ),
+        (
+            "bucketWorkload",
+            names(vec![
+                json!(BucketWorkload::Deployment),
+                json!(BucketWorkload::Ordered),
+            ]),
+        ),
+        (
+            "placement/mode",
+            names(vec![
+                json!(PlacementMode::Strict),
+                json!(PlacementMode::Relaxed),
+            ]),
+        ),
+        (
+            "capacity/mode",
+            names(vec![
+                json!(CapacityMode::Shadow),
+                json!(CapacityMode::ScaleOut),
+                json!(CapacityMode::Automatic),
+                json!(CapacityMode::External),
+            ]),
+        ),
+        (
+            "telemetry/sampler",
+            json!(Sampler::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+        ),
+    ];
+    for (path, values) in enums {
+        let p = prop(path);
+        assert_eq!(p["enum"], values, "{path}");
+        let longest = values
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::len)
+            .max();
+        assert_eq!(p["maxLength"].as_u64(), longest.map(|n| n as u64), "{path}");
+    }
+
+    // Cross-field rules (CEL), where validation has them.
+    let rules = |v: &Value| -> Vec<String> {
+        v["x-kubernetes-validations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["rule"].as_str().map(str::to_string))
+            .collect()
+    };
+    let has = |at: &Value, rule: kube::core::Rule, what: &str| {
+        assert!(
+            rules(at).contains(&rule.rule),
+            "{what}: {} missing from {:?}",
+            rule.rule,
+            rules(at)
+        );
+    };
+    has(root, cel::name_length(), "metadata");
+    has(spec, cel::members_cover_zones(), "spec");
+    has(spec, cel::capacity_min_covers_zones(), "spec");
+    has(spec, cel::bucket_workload_only_for_bucket(), "spec");
+    has(spec, cel::storage_class_iff_persistent(), "spec");
+    has(spec, cel::zones_of_region(), "spec");
+    let capacity = prop("capacity");
+    for r in [
+        cel::capacity_members_ordered(),
+        cel::capacity_cpu_ordered(),
+        cel::capacity_memory_ordered(),
+        cel::capacity_windows_ordered(),
+        cel::capacity_samples_fresh(),
+    ] {
+        has(&capacity, r, "capacity");
+    }
+    has(&prop("lifecycle"), cel::grace_covers_drain(), "lifecycle");
+    has(&prop("routing"), cel::one_route(), "routing");
+    has(
+        &prop("routing/hostnames"),
+        cel::unique_strings("hostname"),
+        "hostnames",
+    );
+    has(
+        &prop("placement/zones"),
+        cel::unique_strings("zone"),
+        "zones",
+    );
+    has(&prop("env"), cel::unique_env_names(), "env");
+    has(&prop("env/[]"), cel::one_env_source(), "env[]");
+    has(
+        &prop("telemetry"),
+        cel::sampler_arg_with_ratio(),
+        "telemetry",
+    );
+    for egress in ["telemetry/egress", "storage/endpoint/egress"] {
+        has(&prop(egress), cel::one_egress_destination(), egress);
+        has(&prop(egress), cel::egress_namespace_with_labels(), egress);
+    }
+    // The rules carry the constants, not copies of them.
+    let members = cel::members_cover_zones().rule;
+    assert!(
+        members.contains(&format!(": {}) >=", d::MEMBERS)),
+        "{members}"
+    );
+    assert!(members.contains("'External'"), "{members}");
+    let minmax = cel::capacity_members_ordered().rule;
+    assert_eq!(
+        minmax,
+        format!(
+            "(has(self.minMembers) ? self.minMembers : {}) <= (has(self.maxMembers) ? self.maxMembers : {})",
+            CAP.min_members, CAP.max_members
+        )
+    );
+    assert_eq!(
+        cel::name_length().rule,
+        format!("size(self.metadata.name) <= {}", d::MAX_NAME_LENGTH)
+    );
+}
+
+/// The editor schema (`celld-gen schema`) carries the same bounds.
+#[test]
+fn the_editor_schema_carries_the_bounds_too() {
+    let schema = crate::cli::fleet_file_schema();
+    let spec = &schema["properties"]["spec"]["properties"];
+    assert_eq!(
+        spec["members"]["maximum"].as_f64(),
+        Some(f64::from(crate::api::defaults::MAX_MEMBERS))
+    );
+    assert_eq!(
+        spec["identity"]["pattern"],
+        crate::validate::formats::identity_pattern()
+    );
+}

@@ -1,4 +1,38 @@
-//! Small, dependency-free checks of Kubernetes and celld value formats.
+//! Small, dependency-free checks of Kubernetes and celld value formats, and the regular
+//! expressions the CRD schema carries for them (`pattern`, with the lengths from
+//! [`crate::api::defaults`] as `maxLength`). A pattern accepts exactly what its check
+//! accepts, or (where a regular expression cannot say it all, noted) a little more, never
+//! less: the API server must accept every fleet `celld-gen check` accepts. A unit test
+//! compares each pattern with its check.
+
+use crate::api::defaults::{
+    BUCKET_LENGTH_BOUNDS, IDENTITY_LENGTH, MAX_DNS_LABEL_LENGTH, MAX_DNS_SUBDOMAIN_LENGTH,
+    MAX_ENV_NAME_LENGTH, MAX_REGION_LENGTH, MAX_SECRET_KEY_LENGTH,
+};
+
+/// [`is_dns_label`] (with `maxLength`).
+pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// [`is_dns_subdomain`] (with `maxLength`; each label's own limit of 63 is not in it).
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// [`is_route_hostname`] (with `maxLength`; not its refusal of all-numeric names).
+pub const ROUTE_HOSTNAME_PATTERN: &str =
+    "^(\\*\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// The bucket rule of `spec.storage.bucket` (with `minLength`/`maxLength`).
+pub const BUCKET_PATTERN: &str = "^[a-z0-9][-a-z0-9]*[a-z0-9]$";
+/// [`is_region`] (with `maxLength`).
+pub const REGION_PATTERN: &str = "^[a-z]{2}(-[a-z]+)+-[0-9]+$";
+/// [`is_env_name`] (with `maxLength`).
+pub const ENV_NAME_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
+/// [`is_secret_key`] (with `maxLength`).
+pub const SECRET_KEY_PATTERN: &str = "^[-._a-zA-Z0-9]+$";
+/// The digest pin [`image_problem`] requires (not its checks of the name part).
+pub const IMAGE_DIGEST_PATTERN: &str = "^[^@]+@sha256:[0-9a-f]{64}$";
+
+/// [`is_identity`].
+pub fn identity_pattern() -> String {
+    format!("^[a-z0-9]{{{IDENTITY_LENGTH}}}$")
+}
 
 /// RFC 1123 label: lowercase alphanumerics and `-`, starting and ending alphanumeric.
 pub fn is_dns_label(s: &str, max: usize) -> bool {
@@ -12,7 +46,9 @@ pub fn is_dns_label(s: &str, max: usize) -> bool {
 
 /// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
 pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| is_dns_label(l, 63))
+    !s.is_empty()
+        && s.len() <= MAX_DNS_SUBDOMAIN_LENGTH
+        && s.split('.').all(|l| is_dns_label(l, MAX_DNS_LABEL_LENGTH))
 }
 
 /// Name part of a label key or a label value: alphanumerics, `-`, `_`, `.`, starting and
@@ -41,7 +77,7 @@ pub fn is_label_value(s: &str) -> bool {
 
 /// The fleet identity: exactly 26 lowercase letters and digits.
 pub fn is_identity(s: &str) -> bool {
-    s.len() == 26
+    s.len() == IDENTITY_LENGTH
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
@@ -49,9 +85,40 @@ pub fn is_identity(s: &str) -> bool {
 /// An environment variable name as shells and celld accept it.
 pub fn is_env_name(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 128
+        && s.len() <= MAX_ENV_NAME_LENGTH
         && !s.as_bytes()[0].is_ascii_digit()
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A bucket name: 3 to 63 lowercase letters, digits or hyphens, starting and ending with
+/// a letter or digit.
+pub fn is_bucket(s: &str) -> bool {
+    BUCKET_LENGTH_BOUNDS.contains(s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// An explicit region such as `us-east-1`: two letters, one or more words, a number.
+pub fn is_region(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    s.len() <= MAX_REGION_LENGTH
+        && parts.len() >= 3
+        && parts[0].len() == 2
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        && !parts[parts.len() - 1].is_empty()
+}
+
+/// A Secret key: letters, digits, `-`, `_` or `.`, at most 253 characters.
+pub fn is_secret_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_SECRET_KEY_LENGTH
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Problems with an image reference, or `None` when it is a digest-pinned reference.
@@ -201,7 +268,7 @@ pub fn is_route_hostname(s: &str) -> bool {
     let all_numeric = name
         .split('.')
         .all(|l| l.bytes().all(|b| b.is_ascii_digit()));
-    s.len() <= 253 && is_dns_subdomain(name) && !all_numeric
+    s.len() <= MAX_DNS_SUBDOMAIN_LENGTH && is_dns_subdomain(name) && !all_numeric
 }
 
 /// A CIDR naming exactly one address (/32 for IPv4, /128 for IPv6).
@@ -273,6 +340,150 @@ mod tests {
         assert!(parse_base_url("https://otel.obs:4318/v1").is_some());
         assert!(parse_base_url("https://otel.obs:4318/v1?x").is_none());
         assert!(parse_origin("ftp://x").is_none());
+    }
+
+    /// Strings shaped like names (parts of letters, digits and punctuation joined by
+    /// separators), plus edge cases; deterministic.
+    fn candidates() -> Vec<String> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let chars: Vec<char> = "az09-_.A*@:/ é".chars().collect();
+        let seps = [".", "-", "", "_", "*.", "@sha256:"];
+        let mut out: Vec<String> = vec![
+            String::new(),
+            "a".into(),
+            "-".into(),
+            "us-east-1".into(),
+            "us-east-1a".into(),
+            "eu-central-2".into(),
+            "u-east-1".into(),
+            "us-1".into(),
+            "us--1".into(),
+            "RUST_LOG".into(),
+            "_x".into(),
+            "1A".into(),
+            "*.example.com".into(),
+            "a.".into(),
+            ".a".into(),
+            "7kq2m9x4c1v8b3n6z5h0j2w4r8".into(),
+            "7KQ2M9X4C1V8B3N6Z5H0J2W4R8".into(),
+            format!("ghcr.io/ewhauser/celld@sha256:{}", "a".repeat(64)),
+            format!("localhost:5000/celld@sha256:{}", "0".repeat(64)),
+            format!("ghcr.io/x/celld@sha256:{}", "A".repeat(64)),
+        ];
+        for n in [25, 26, 27, 32, 33, 62, 63, 64, 127, 128, 129, 252, 253, 254] {
+            out.push("a".repeat(n));
+            out.push(format!("a{}", "-".repeat(n.saturating_sub(2))) + "a");
+            out.push("a".repeat(n / 2) + "." + &"b".repeat(n.saturating_sub(n / 2 + 1)));
+            out.push("ab".repeat(n / 2) + "-" + &"1".repeat(n % 3 + 1));
+        }
+        for _ in 0..20_000 {
+            let parts = rng.random_range(1..=4);
+            let mut s = String::new();
+            for i in 0..parts {
+                if i > 0 {
+                    s.push_str(seps[rng.random_range(0..seps.len())]);
+                }
+                let len = rng.random_range(0..=6);
+                for _ in 0..len {
+                    // Mostly lowercase letters and digits, the shapes names take.
+                    let c = if rng.random_bool(0.7) {
+                        chars[rng.random_range(0..4)]
+                    } else {
+                        chars[rng.random_range(0..chars.len())]
+                    };
+                    s.push(c);
+                }
+            }
+            out.push(s);
+        }
+        out
+    }
+
+    /// Each CRD pattern (with its lengths) accepts exactly what its check accepts, or,
+    /// where noted at the pattern, a superset: never refuses a value validation accepts.
+    #[test]
+    fn crd_patterns_agree_with_the_checks() {
+        use crate::api::defaults as d;
+        let re = |p: &str| regex::Regex::new(p).expect("a valid regular expression");
+        let len = |s: &str| s.chars().count();
+        let identity = re(&identity_pattern());
+        let label = re(DNS_LABEL_PATTERN);
+        let subdomain = re(DNS_SUBDOMAIN_PATTERN);
+        let hostname = re(ROUTE_HOSTNAME_PATTERN);
+        let bucket = re(BUCKET_PATTERN);
+        let region = re(REGION_PATTERN);
+        let env = re(ENV_NAME_PATTERN);
+        let key = re(SECRET_KEY_PATTERN);
+        let image = re(IMAGE_DIGEST_PATTERN);
+        let (mut accepted, mut total) = (0, 0);
+        for s in candidates() {
+            let s = s.as_str();
+            total += 1;
+            // Exact equivalents.
+            let pairs = [
+                (
+                    "identity",
+                    is_identity(s),
+                    identity.is_match(s) && len(s) == d::IDENTITY_LENGTH,
+                ),
+                (
+                    "dns label",
+                    is_dns_label(s, d::MAX_DNS_LABEL_LENGTH),
+                    label.is_match(s) && len(s) <= d::MAX_DNS_LABEL_LENGTH,
+                ),
+                (
+                    "bucket",
+                    is_bucket(s),
+                    bucket.is_match(s) && d::BUCKET_LENGTH_BOUNDS.contains(len(s)),
+                ),
+                (
+                    "region",
+                    is_region(s),
+                    region.is_match(s) && len(s) <= d::MAX_REGION_LENGTH,
+                ),
+                (
+                    "env name",
+                    is_env_name(s),
+                    env.is_match(s) && len(s) <= d::MAX_ENV_NAME_LENGTH,
+                ),
+                (
+                    "secret key",
+                    is_secret_key(s),
+                    key.is_match(s) && len(s) <= d::MAX_SECRET_KEY_LENGTH,
+                ),
+            ];
+            for (what, check, pattern) in pairs {
+                assert_eq!(check, pattern, "{what}: {s:?}");
+                accepted += usize::from(check);
+            }
+            // Supersets: whatever the check accepts, the pattern accepts.
+            let supersets = [
+                (
+                    "dns subdomain",
+                    is_dns_subdomain(s),
+                    subdomain.is_match(s) && len(s) <= d::MAX_DNS_SUBDOMAIN_LENGTH,
+                ),
+                (
+                    "route hostname",
+                    is_route_hostname(s),
+                    hostname.is_match(s) && len(s) <= d::MAX_DNS_SUBDOMAIN_LENGTH,
+                ),
+                ("image", image_problem(s).is_none(), image.is_match(s)),
+            ];
+            for (what, check, pattern) in supersets {
+                assert!(
+                    !check || pattern,
+                    "{what}: {s:?} passes the check, not the pattern"
+                );
+                accepted += usize::from(check);
+            }
+        }
+        // The corpus exercises both answers.
+        assert!(
+            accepted > 1000 && accepted < total * 9,
+            "{accepted} of {total}"
+        );
     }
 
     #[test]

@@ -795,6 +795,26 @@ fn capacity_bounds_thresholds_and_windows() {
     );
 }
 
+/// Validation accepts exactly the range the CRD schema carries for every bounded field
+/// (the same constants): both ends in, one past either end out.
+#[test]
+fn ranges_are_the_crd_bounds() {
+    for b in crate::api::bounds_table::bounded() {
+        for (v, inside) in [
+            (b.min - 1, false),
+            (b.min, true),
+            (b.max, true),
+            (b.max + 1, false),
+        ] {
+            let d = check(&b.edit.apply(&base(), v));
+            let out_of_range = d
+                .iter()
+                .any(|d| d.field == b.field && d.message.contains("out of range"));
+            assert_eq!(out_of_range, !inside, "{} = {v}: {d:#?}", b.field);
+        }
+    }
+}
+
 #[test]
 fn fleets_may_not_share_identity_bucket_or_name() {
     let dir = std::env::temp_dir().join(format!("celld-gen-cross-{}", std::process::id()));

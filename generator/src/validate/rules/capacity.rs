@@ -8,65 +8,85 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
         return;
     };
     let f = |n: &str| format!("spec.capacity.{n}");
-    let max = defaults::MAX_MEMBERS;
-    c.range(cap.min_members, &f("minMembers"), 1, max);
-    c.range(cap.max_members, &f("maxMembers"), 1, max);
-    c.range(cap.scale_out_step, &f("scaleOutStep"), 1, 10);
+    use defaults::*;
+    c.range(cap.min_members, &f("minMembers"), MEMBERS_BOUNDS);
+    c.range(cap.max_members, &f("maxMembers"), MEMBERS_BOUNDS);
+    c.range(
+        cap.scale_out_step,
+        &f("scaleOutStep"),
+        SCALE_OUT_STEP_BOUNDS,
+    );
     c.range(
         cap.sample_interval_seconds,
         &f("sampleIntervalSeconds"),
-        5,
-        300,
+        SAMPLE_INTERVAL_SECONDS_BOUNDS,
     );
-    c.range(cap.max_age_seconds, &f("maxAgeSeconds"), 10, 600);
-    c.range(cap.min_window_seconds, &f("minWindowSeconds"), 1, 60);
-    c.range(cap.max_window_seconds, &f("maxWindowSeconds"), 5, 300);
-    c.range(cap.min_samples, &f("minSamples"), 2, 100);
+    c.range(
+        cap.max_age_seconds,
+        &f("maxAgeSeconds"),
+        MAX_AGE_SECONDS_BOUNDS,
+    );
+    c.range(
+        cap.min_window_seconds,
+        &f("minWindowSeconds"),
+        MIN_WINDOW_SECONDS_BOUNDS,
+    );
+    c.range(
+        cap.max_window_seconds,
+        &f("maxWindowSeconds"),
+        MAX_WINDOW_SECONDS_BOUNDS,
+    );
+    c.range(cap.min_samples, &f("minSamples"), MIN_SAMPLES_BOUNDS);
     c.range(
         cap.scale_out_stabilization_seconds,
         &f("scaleOutStabilizationSeconds"),
-        10,
-        3600,
+        SCALE_OUT_STABILIZATION_SECONDS_BOUNDS,
     );
     c.range(
         cap.scale_in_stabilization_seconds,
         &f("scaleInStabilizationSeconds"),
-        60,
-        86_400,
+        SCALE_IN_STABILIZATION_SECONDS_BOUNDS,
     );
     c.range(
         cap.scale_out_cooldown_seconds,
         &f("scaleOutCooldownSeconds"),
-        30,
-        86_400,
+        SCALE_OUT_COOLDOWN_SECONDS_BOUNDS,
     );
     c.range(
         cap.scale_in_cooldown_seconds,
         &f("scaleInCooldownSeconds"),
-        60,
-        86_400,
+        SCALE_IN_COOLDOWN_SECONDS_BOUNDS,
     );
     c.range(
         cap.provisioning_timeout_seconds,
         &f("provisioningTimeoutSeconds"),
-        60,
-        86_400,
+        PROVISIONING_TIMEOUT_SECONDS_BOUNDS,
     );
     c.range(
         cap.redistribution_observation_seconds,
         &f("redistributionObservationSeconds"),
-        30,
-        3600,
+        REDISTRIBUTION_OBSERVATION_SECONDS_BOUNDS,
     );
     c.range(
         cap.cpu_high_millicores,
         &f("cpuHighMillicores"),
-        1,
-        1_000_000,
+        CPU_HIGH_MILLICORES_BOUNDS,
     );
-    c.range(cap.cpu_low_millicores, &f("cpuLowMillicores"), 0, 1_000_000);
-    c.range(cap.memory_high_mib, &f("memoryHighMiB"), 1, 1_048_576);
-    c.range(cap.memory_low_mib, &f("memoryLowMiB"), 0, 1_048_576);
+    c.range(
+        cap.cpu_low_millicores,
+        &f("cpuLowMillicores"),
+        CPU_LOW_MILLICORES_BOUNDS,
+    );
+    c.range(
+        cap.memory_high_mib,
+        &f("memoryHighMiB"),
+        MEMORY_HIGH_MIB_BOUNDS,
+    );
+    c.range(
+        cap.memory_low_mib,
+        &f("memoryLowMiB"),
+        MEMORY_LOW_MIB_BOUNDS,
+    );
 
     let p = cap.effective();
     if p.min_members > p.max_members {
@@ -76,7 +96,10 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
                 "minMembers {} is above maxMembers {}",
                 p.min_members, p.max_members
             ),
-            "minMembers at most maxMembers (defaults 3 and 10)",
+            format!(
+                "minMembers at most maxMembers (defaults {} and {})",
+                CAPACITY_DEFAULTS.min_members, CAPACITY_DEFAULTS.max_members
+            ),
         );
     }
     let zones = fleet.spec.placement.zones.len() as i32;
@@ -94,7 +117,10 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
                 "cpuLowMillicores {} is not below cpuHighMillicores {}",
                 p.cpu_low_millicores, p.cpu_high_millicores
             ),
-            "a low threshold below the high one (defaults 80 and 200)",
+            format!(
+                "a low threshold below the high one (defaults {} and {})",
+                CAPACITY_DEFAULTS.cpu_low_millicores, CAPACITY_DEFAULTS.cpu_high_millicores
+            ),
         );
     }
     if p.memory_low_mib >= p.memory_high_mib {
@@ -104,7 +130,10 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
                 "memoryLowMiB {} is not below memoryHighMiB {}",
                 p.memory_low_mib, p.memory_high_mib
             ),
-            "a low threshold below the high one (defaults 384 and 768)",
+            format!(
+                "a low threshold below the high one (defaults {} and {})",
+                CAPACITY_DEFAULTS.memory_low_mib, CAPACITY_DEFAULTS.memory_high_mib
+            ),
         );
     }
     if p.min_window_seconds > p.max_window_seconds {

@@ -223,10 +223,14 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
                 "either value or secretKeyRef",
             ),
             (Some(v), None) => {
-                if v.len() > 4096 {
+                if v.len() > defaults::MAX_ENV_VALUE_BYTES {
                     c.fail(
                         &format!("{field}.value"),
-                        format!("the value of `{}` is longer than 4096 bytes", e.name),
+                        format!(
+                            "the value of `{}` is longer than {} bytes",
+                            e.name,
+                            defaults::MAX_ENV_VALUE_BYTES
+                        ),
                         "a shorter value, or a secretKeyRef",
                     );
                 } else if let Some(why) = value_problem(&e.name, v) {
@@ -246,13 +250,8 @@ pub fn check_secret_ref(c: &mut Checker<'_>, r: &crate::api::SecretKeyRef, field
         format!("`{}` is not a valid Secret name", r.name),
         "a DNS subdomain",
     );
-    let key_ok = !r.key.is_empty()
-        && r.key.len() <= 253
-        && r.key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     c.require(
-        key_ok,
+        is_secret_key(&r.key),
         &format!("{field}.key"),
         format!("`{}` is not a valid Secret key", r.key),
         "letters, digits, `-`, `_` or `.`, at most 253 characters",

@@ -26,14 +26,12 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
         c.range(
             e.max_resident_cells,
             "spec.execution.maxResidentCells",
-            1,
-            1_000_000,
+            defaults::MAX_RESIDENT_CELLS_BOUNDS,
         );
         c.range(
             e.idle_evict_seconds,
             "spec.execution.idleEvictSeconds",
-            1,
-            86_400,
+            defaults::IDLE_EVICT_SECONDS_BOUNDS,
         );
     }
     // Limits are compared with defaults applied: `memoryLimit: 256Mi` alone is below the
@@ -72,17 +70,15 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
         c.range(
             l.shutdown_seconds,
             "spec.lifecycle.shutdownSeconds",
-            1,
-            defaults::MAX_SHUTDOWN_SECONDS,
+            defaults::SHUTDOWN_SECONDS_BOUNDS,
         );
         c.range(
             l.termination_grace_seconds,
             "spec.lifecycle.terminationGraceSeconds",
-            1 + defaults::GRACE_HEADROOM_SECONDS,
-            defaults::MAX_SHUTDOWN_SECONDS + defaults::GRACE_HEADROOM_SECONDS,
+            defaults::TERMINATION_GRACE_SECONDS_BOUNDS,
         );
         let (shutdown, grace) = (spec.shutdown_seconds(), spec.termination_grace_seconds());
-        if (1..=defaults::MAX_SHUTDOWN_SECONDS).contains(&shutdown)
+        if defaults::SHUTDOWN_SECONDS_BOUNDS.contains(shutdown)
             && grace < shutdown + defaults::GRACE_HEADROOM_SECONDS
         {
             let field = if l.termination_grace_seconds.is_some() {

@@ -11,6 +11,7 @@ mod telemetry;
 use super::Problem;
 use super::formats::*;
 use super::yaml::{Kind, Node, Pos};
+use crate::api::defaults::Bounds;
 use crate::api::{CapacityMode, CelldFleet, Profile, defaults, labels};
 
 /// Collects problems for one document, locating each field in the source tree.
@@ -53,21 +54,20 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Checks an integer range.
+    /// Checks an integer range (the same [`Bounds`] the CRD schema carries).
     pub fn range<T: PartialOrd + std::fmt::Display + Copy>(
         &mut self,
         value: Option<T>,
         field: &str,
-        min: T,
-        max: T,
+        bounds: Bounds<T>,
     ) {
         if let Some(v) = value
-            && (v < min || v > max)
+            && !bounds.contains(v)
         {
             self.fail(
                 field,
                 format!("{v} is out of range"),
-                format!("a whole number from {min} to {max}"),
+                format!("a whole number from {} to {}", bounds.min, bounds.max),
             );
         }
     }
@@ -157,14 +157,14 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
     );
     let name = fleet.metadata.name.as_deref().unwrap_or("");
     c.require(
-        is_dns_label(name, 40),
+        is_dns_label(name, defaults::MAX_NAME_LENGTH),
         "metadata.name",
         format!("`{name}` is not a valid fleet name"),
-        "a DNS label (lowercase letters, digits and `-`) of at most 40 characters, leaving room for the `-peers`, `-routing` and `data-<name>-<n>` names derived from it",
+        format!("a DNS label (lowercase letters, digits and `-`) of at most {} characters, leaving room for the `-peers`, `-routing` and `data-<name>-<n>` names derived from it", defaults::MAX_NAME_LENGTH),
     );
     let ns = fleet.metadata.namespace.as_deref().unwrap_or("");
     c.require(
-        is_dns_label(ns, 63),
+        is_dns_label(ns, defaults::MAX_DNS_LABEL_LENGTH),
         "metadata.namespace",
         format!("`{ns}` is not a valid namespace"),
         "a DNS label of at most 63 characters",
@@ -239,10 +239,14 @@ fn check_spec(c: &mut Checker<'_>, fleet: &CelldFleet) {
             "in capacity mode External, members is owned by the /scale writer (HPA, KEDA)",
             "leave members out of the fleet file so Git and the autoscaler never fight",
         ),
-        Some(m) if !(1..=defaults::MAX_MEMBERS).contains(&m) => c.fail(
+        Some(m) if !defaults::MEMBERS_BOUNDS.contains(m) => c.fail(
             "spec.members",
             format!("{m} is out of range"),
-            format!("a whole number from 1 to {}", defaults::MAX_MEMBERS),
+            format!(
+                "a whole number from {} to {}",
+                defaults::MEMBERS_BOUNDS.min,
+                defaults::MEMBERS_BOUNDS.max
+            ),
         ),
         Some(m) if m < zones => c.fail(
             "spec.members",
@@ -273,9 +277,12 @@ fn check_spec(c: &mut Checker<'_>, fleet: &CelldFleet) {
         && let Some(t) = &m.restart_token
     {
         c.require(
-            t.chars().count() <= 128,
+            t.chars().count() <= defaults::MAX_RESTART_TOKEN_CHARS,
             "spec.maintenance.restartToken",
-            "the restart token is longer than 128 characters",
+            format!(
+                "the restart token is longer than {} characters",
+                defaults::MAX_RESTART_TOKEN_CHARS
+            ),
             "a short value such as a date, e.g. 2026-11-29.1",
         );
     }
@@ -284,11 +291,15 @@ fn check_spec(c: &mut Checker<'_>, fleet: &CelldFleet) {
 fn check_placement(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let spec = &fleet.spec;
     let zones = &spec.placement.zones;
-    if zones.is_empty() || zones.len() > defaults::MAX_ZONES {
+    if !defaults::ZONES_BOUNDS.contains(zones.len()) {
         c.fail(
             "spec.placement.zones",
             format!("{} zones listed", zones.len()),
-            format!("from 1 to {} zones", defaults::MAX_ZONES),
+            format!(
+                "from {} to {} zones",
+                defaults::ZONES_BOUNDS.min,
+                defaults::ZONES_BOUNDS.max
+            ),
         );
     }
     let region = &spec.storage.region;

@@ -8,11 +8,15 @@ use crate::validate::formats::*;
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let Some(r) = &fleet.spec.routing else { return };
-    if r.hostnames.is_empty() || r.hostnames.len() > defaults::MAX_HOSTNAMES {
+    if !defaults::HOSTNAMES_BOUNDS.contains(r.hostnames.len()) {
         c.fail(
             "spec.routing.hostnames",
             format!("{} hostnames listed", r.hostnames.len()),
-            format!("1 to {} hostnames", defaults::MAX_HOSTNAMES),
+            format!(
+                "{} to {} hostnames",
+                defaults::HOSTNAMES_BOUNDS.min,
+                defaults::HOSTNAMES_BOUNDS.max
+            ),
         );
     }
     let mut seen = BTreeSet::new();
@@ -33,17 +37,21 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
         }
     }
     c.require(
-        is_dns_label(&r.source.namespace, 63),
+        is_dns_label(&r.source.namespace, defaults::MAX_DNS_LABEL_LENGTH),
         "spec.routing.source.namespace",
         format!("`{}` is not a valid namespace", r.source.namespace),
         "the namespace of the gateway or ingress controller Pods",
     );
     let n = r.source.pod_labels.len();
-    if n == 0 || n > 16 {
+    let b = defaults::POD_LABELS_BOUNDS;
+    if !b.contains(n) {
         c.fail(
             "spec.routing.source.podLabels",
             format!("{n} labels listed"),
-            "1 to 16 labels that select the gateway or ingress controller Pods",
+            format!(
+                "{} to {} labels that select the gateway or ingress controller Pods",
+                b.min, b.max
+            ),
         );
     }
     for (k, v) in &r.source.pod_labels {
@@ -69,7 +77,7 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
             );
             if let Some(ns) = &g.namespace {
                 c.require(
-                    is_dns_label(ns, 63),
+                    is_dns_label(ns, defaults::MAX_DNS_LABEL_LENGTH),
                     "spec.routing.gateway.namespace",
                     format!("`{ns}` is not a valid namespace"),
                     "a DNS label",
@@ -100,11 +108,12 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
                 );
             }
             let annotations = ing.annotations.iter().flatten();
-            if ing.annotations.as_ref().is_some_and(|a| a.len() > 16) {
+            let max = defaults::MAX_INGRESS_ANNOTATIONS;
+            if ing.annotations.as_ref().is_some_and(|a| a.len() > max) {
                 c.fail(
                     "spec.routing.ingress.annotations",
-                    "more than 16 annotations",
-                    "at most 16",
+                    format!("more than {max} annotations"),
+                    format!("at most {max}"),
                 );
             }
             for (k, v) in annotations {

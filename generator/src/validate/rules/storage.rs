@@ -6,38 +6,21 @@ use crate::validate::formats::*;
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let s = &fleet.spec.storage;
-    let bucket_ok = (3..=63).contains(&s.bucket.len())
-        && s.bucket
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.bucket.starts_with('-')
-        && !s.bucket.ends_with('-');
     c.require(
-        bucket_ok,
+        is_bucket(&s.bucket),
         "spec.storage.bucket",
         format!("`{}` is not a valid bucket name", s.bucket),
         "3 to 63 lowercase letters, digits or hyphens, starting and ending with a letter or digit",
     );
-    let region_ok = {
-        let parts: Vec<&str> = s.region.split('-').collect();
-        s.region.len() <= 32
-            && parts.len() >= 3
-            && parts[0].len() == 2
-            && parts[..parts.len() - 1]
-                .iter()
-                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
-            && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
-            && !parts[parts.len() - 1].is_empty()
-    };
     c.require(
-        region_ok,
+        is_region(&s.region),
         "spec.storage.region",
         format!("`{}` is not a region name", s.region),
         "an explicit region such as us-east-1 or eu-central-2",
     );
     if let Some(p) = &s.prefix {
         c.require(
-            is_dns_label(p, 63),
+            is_dns_label(p, defaults::MAX_DNS_LABEL_LENGTH),
             "spec.storage.prefix",
             format!("`{p}` is not a valid prefix"),
             "a DNS label of at most 63 characters",
@@ -85,7 +68,6 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     c.range(
         s.size_gib,
         "spec.storage.sizeGiB",
-        1,
-        defaults::MAX_SIZE_GIB,
+        defaults::SIZE_GIB_BOUNDS,
     );
 }

@@ -1,7 +1,7 @@
 //! `spec.telemetry`, and the egress destination shape it shares with storage endpoints.
 
 use super::Checker;
-use crate::api::{CelldFleet, Egress};
+use crate::api::{CelldFleet, Egress, defaults};
 use crate::validate::formats::*;
 
 /// An egress destination: exactly one of a single-host CIDR or Pod labels; a namespace
@@ -33,11 +33,12 @@ pub fn check_egress(c: &mut Checker<'_>, e: &Egress, url_host: &str, field: &str
             }
         },
         (None, Some(labels)) => {
-            if labels.is_empty() || labels.len() > 16 {
+            let b = defaults::POD_LABELS_BOUNDS;
+            if !b.contains(labels.len()) {
                 c.fail(
                     &format!("{field}.podLabels"),
                     format!("{} labels listed", labels.len()),
-                    "1 to 16 labels",
+                    format!("{} to {} labels", b.min, b.max),
                 );
             }
             for (k, v) in labels {
@@ -59,7 +60,7 @@ pub fn check_egress(c: &mut Checker<'_>, e: &Egress, url_host: &str, field: &str
             );
         }
         c.require(
-            is_dns_label(ns, 63),
+            is_dns_label(ns, defaults::MAX_DNS_LABEL_LENGTH),
             &format!("{field}.namespace"),
             format!("`{ns}` is not a valid namespace"),
             "a DNS label",
@@ -108,10 +109,13 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     c.range(
         t.flush_milliseconds,
         "spec.telemetry.flushMilliseconds",
-        1,
-        3_600_000,
+        defaults::FLUSH_MILLISECONDS_BOUNDS,
     );
-    c.range(t.flush_bytes, "spec.telemetry.flushBytes", 1, 1 << 30);
+    c.range(
+        t.flush_bytes,
+        "spec.telemetry.flushBytes",
+        defaults::FLUSH_BYTES_BOUNDS,
+    );
     if let Some(r) = &t.headers_secret_key_ref {
         super::env::check_secret_ref(c, r, "spec.telemetry.headersSecretKeyRef");
     }
