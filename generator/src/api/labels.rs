@@ -26,6 +26,12 @@ pub const REPLACEMENT_RECORD: &str = "fleet.celld.dev/replacement-claim";
 pub const REPLACEMENT_INDEX: &str = "fleet.celld.dev/replacement-fleet";
 /// Reservation annotation holding capacity-policy history; removed when there is none.
 pub const CAPACITY_HISTORY: &str = "fleet.celld.dev/capacity-history";
+/// Claim annotation an operator sets (value `"true"`) to delete one fleet disk by hand:
+/// the install bundle's disk-protection admission policy refuses deleting a claim that
+/// carries [`IDENTITY`] otherwise (unless the healer itself deletes it).
+pub const DELETION_ALLOWED: &str = "fleet.celld.dev/deletion-allowed";
+/// Value of [`DELETION_ALLOWED`] that allows the deletion.
+pub const DELETION_ALLOWED_VALUE: &str = "true";
 /// Field manager the healer uses for every server-side apply.
 pub const HEALER_FIELD_MANAGER: &str = "celld-healer";
 /// Label every object rendered by the generator carries, for `kubectl get -l`.

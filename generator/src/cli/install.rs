@@ -20,6 +20,11 @@ Examples:
 Output layout (-o DIR):
   DIR/kustomization.yaml                  the cluster objects below, sorted
   DIR/crds/                               CelldFleet and CelldBucketReservation CRDs
+  DIR/admission/                          ValidatingAdmissionPolicies (and bindings):
+                                          no CelldFleet is deleted while its
+                                          spec.deletionProtection is not false, and no
+                                          fleet disk (claim) is deleted but by the healer
+                                          or with fleet.celld.dev/deletion-allowed: \"true\"
   DIR/healer/                             namespace, ServiceAccount, RBAC, Deployment,
                                           metrics Service, PodDisruptionBudget, NetworkPolicy
   DIR/argocd/application.yaml             an Application to adapt: server-side apply,
@@ -40,7 +45,8 @@ pub struct InstallArgs {
         conflicts_with = "stdout"
     )]
     pub output: Option<PathBuf>,
-    /// Write the cluster objects (CRDs and healer) as one `---` stream instead; the Argo CD
+    /// Write the cluster objects (CRDs, admission policies and healer) as one `---` stream
+    /// instead; the Argo CD
     /// and Flux examples are left out.
     #[arg(long)]
     pub stdout: bool,

@@ -1,8 +1,11 @@
 //! `celld-gen install`: everything a cluster needs once, whatever its fleets: the two
-//! CRDs (schemas from the Rust types), the healer (namespace, ServiceAccount, RBAC from
-//! [`rbac`], Deployment, metrics Service, PDB, NetworkPolicy), and ready-to-apply Argo CD
-//! and Flux snippets. Pure: options in, files out; writing is the caller's.
+//! CRDs (schemas from the Rust types), the two admission policies that keep fleets and
+//! their disks from being deleted by accident ([`admission`]), the healer (namespace,
+//! ServiceAccount, RBAC from [`rbac`], Deployment, metrics Service, PDB, NetworkPolicy),
+//! and ready-to-apply Argo CD and Flux snippets. Pure: options in, files out; writing is
+//! the caller's.
 
+pub mod admission;
 pub mod rbac;
 
 use std::collections::BTreeMap;
@@ -105,15 +108,20 @@ fn rules(list: &[rbac::Rule]) -> Value {
     )
 }
 
+/// Annotations of the objects a GitOps tool must never prune or delete.
+fn never_pruned() -> Value {
+    json!({
+        labels::ARGOCD_SYNC_OPTIONS: "ServerSideApply=true,Prune=false,Delete=false",
+        labels::FLUX_PRUNE: "disabled",
+    })
+}
+
 fn crd_object(mut crd: Value) -> Value {
     // Applied by Argo CD and Flux with server-side apply (CRDs are too large for the
     // client-side last-applied annotation); never pruned, so removing the bundle from Git
     // cannot delete every fleet with its CRD.
     crd["metadata"]["labels"] = healer_labels();
-    crd["metadata"]["annotations"] = json!({
-        labels::ARGOCD_SYNC_OPTIONS: "ServerSideApply=true,Prune=false,Delete=false",
-        labels::FLUX_PRUNE: "disabled",
-    });
+    crd["metadata"]["annotations"] = never_pruned();
     crd
 }
 
@@ -145,6 +153,14 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         "crds/celldbucketreservations.fleet.celld.dev.yaml".into(),
         crd_object(crd(CelldBucketReservation::crd())),
     ));
+    // The admission policies right after the CRDs: from then on a fleet, or a disk, can
+    // only be deleted on purpose.
+    for (file, obj) in admission::objects(o) {
+        let mut obj = obj;
+        obj["metadata"]["labels"] = healer_labels();
+        obj["metadata"]["annotations"] = never_pruned();
+        out.push((format!("admission/{file}"), obj));
+    }
     out.push((
         "healer/namespace.yaml".into(),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, None)}),

@@ -1,5 +1,8 @@
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -51,12 +54,16 @@ fn every_object_round_trips_through_its_type() {
             "Service" => round_trips::<Service>(&f.path, &v),
             "PodDisruptionBudget" => round_trips::<PodDisruptionBudget>(&f.path, &v),
             "NetworkPolicy" => round_trips::<NetworkPolicy>(&f.path, &v),
+            "ValidatingAdmissionPolicy" => round_trips::<ValidatingAdmissionPolicy>(&f.path, &v),
+            "ValidatingAdmissionPolicyBinding" => {
+                round_trips::<ValidatingAdmissionPolicyBinding>(&f.path, &v)
+            }
             "Kustomization" => continue,
             other => panic!("{}: unexpected kind {other}", f.path),
         }
         seen += 1;
     }
-    assert_eq!(seen, 12);
+    assert_eq!(seen, 16);
 }
 
 #[test]
@@ -74,7 +81,7 @@ fn output_is_deterministic_and_sorted() {
             .map(|f| f.text.clone())
             .unwrap_or_default(),
     );
-    assert_eq!(k["resources"].as_array().map(Vec::len), Some(12));
+    assert_eq!(k["resources"].as_array().map(Vec::len), Some(16));
 }
 
 #[test]
@@ -507,5 +514,93 @@ fn the_editor_schema_carries_the_bounds_too() {
     assert_eq!(
         spec["identity"]["pattern"],
         crate::validate::formats::identity_pattern()
+    );
+}
+
+/// The two admission policies: DELETE only, fail closed, deny; the fleet's rule reads
+/// spec.deletionProtection with its default; the disk rule exempts exactly this install's
+/// healer ServiceAccount and honours the operator's annotation.
+#[test]
+fn admission_policies_protect_fleets_and_disks() {
+    use super::admission::{DISK_POLICY, FLEET_POLICY};
+    let objs: BTreeMap<String, Value> = objects(&InstallOptions::default()).into_iter().collect();
+    let policy = |name: &str| {
+        objs.values()
+            .find(|o| o["kind"] == "ValidatingAdmissionPolicy" && o["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no policy {name}"))
+    };
+    for name in [FLEET_POLICY, DISK_POLICY] {
+        let p = policy(name);
+        assert_eq!(p["spec"]["failurePolicy"], "Fail");
+        let rule = &p["spec"]["matchConstraints"]["resourceRules"][0];
+        assert_eq!(rule["operations"], serde_json::json!(["DELETE"]));
+        let b = objs
+            .values()
+            .find(|o| {
+                o["kind"] == "ValidatingAdmissionPolicyBinding" && o["spec"]["policyName"] == name
+            })
+            .unwrap_or_else(|| panic!("no binding of {name}"));
+        assert_eq!(b["spec"]["validationActions"], serde_json::json!(["Deny"]));
+        // Never pruned: removing the bundle from Git must not lift the protection.
+        assert!(
+            p["metadata"]["annotations"][labels::ARGOCD_SYNC_OPTIONS]
+                .as_str()
+                .is_some_and(|s| s.contains("Prune=false") && s.contains("Delete=false"))
+        );
+    }
+    let fleet = policy(FLEET_POLICY);
+    assert_eq!(
+        fleet["spec"]["matchConstraints"]["resourceRules"][0]["resources"],
+        serde_json::json!(["celldfleets"])
+    );
+    let v = &fleet["spec"]["validations"][0];
+    assert_eq!(
+        v["expression"],
+        "(has(oldObject.spec.deletionProtection) ? oldObject.spec.deletionProtection : true) == false"
+    );
+    let msg = v["messageExpression"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("spec.deletionProtection: false in Git"),
+        "{msg}"
+    );
+    assert!(msg.contains("oldObject.metadata.name"), "{msg}");
+
+    let disk = policy(DISK_POLICY);
+    let mc = &disk["spec"]["matchConstraints"];
+    assert_eq!(
+        mc["resourceRules"][0]["resources"],
+        serde_json::json!(["persistentvolumeclaims"])
+    );
+    assert_eq!(
+        mc["objectSelector"]["matchExpressions"][0]["key"],
+        labels::IDENTITY
+    );
+    assert_eq!(
+        disk["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username != 'system:serviceaccount:celld-system:celld-healer'"
+    );
+    let v = &disk["spec"]["validations"][0];
+    let expr = v["expression"].as_str().unwrap_or_default();
+    assert!(
+        expr.contains("'fleet.celld.dev/deletion-allowed'") && expr.ends_with("== 'true'"),
+        "{expr}"
+    );
+    // --namespace moves the healer, and its exemption with it.
+    let other: BTreeMap<String, Value> = objects(&InstallOptions {
+        namespace: "ops".into(),
+        ..InstallOptions::default()
+    })
+    .into_iter()
+    .collect();
+    let exempt = other
+        .values()
+        .find(|o| o["metadata"]["name"] == DISK_POLICY && o["kind"] == "ValidatingAdmissionPolicy")
+        .map(|p| p["spec"]["matchConditions"][0]["expression"].clone());
+    assert_eq!(
+        exempt,
+        Some(Value::from(
+            "request.userInfo.username != 'system:serviceaccount:ops:celld-healer'"
+        ))
     );
 }

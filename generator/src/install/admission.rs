@@ -1,0 +1,194 @@
+//! The two ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, evaluated by the
+//! API server itself: no webhook to run) and their bindings:
+//!
+//! - [`FLEET_POLICY`]: refuses DELETE of a CelldFleet unless its stored
+//!   `spec.deletionProtection` is `false` (absent means protected,
+//!   [`defaults::DELETION_PROTECTION`]). A GitOps prune, a cascading Application
+//!   deletion, `kubectl delete` and the namespace controller all get the same answer.
+//! - [`DISK_POLICY`]: refuses DELETE of a PersistentVolumeClaim that carries the fleet
+//!   identity label, unless the healer's own ServiceAccount asks (it deletes claims only
+//!   through its guarded rules: disk handoff, deliberate fleet deletion), or an operator
+//!   marked the claim with [`labels::DELETION_ALLOWED`]`: "true"`. Deleting a namespace
+//!   makes the namespace controller delete every claim directly; with this policy the
+//!   disks stay and the namespace stays Terminating until someone decides.
+//!
+//! Both fail closed (`failurePolicy: Fail`) and deny (`validationActions: [Deny]`).
+
+use serde_json::{Value, json};
+
+use super::InstallOptions;
+use crate::api::{defaults, labels};
+
+/// Name of the policy (and binding) that protects CelldFleets.
+pub const FLEET_POLICY: &str = "celld-fleet-deletion-protection";
+/// Name of the policy (and binding) that protects fleet disks.
+pub const DISK_POLICY: &str = "celld-fleet-disk-protection";
+
+const API_VERSION: &str = "admissionregistration.k8s.io/v1";
+
+/// A CEL string literal (single-quoted) holding `s`.
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// The user name the healer's ServiceAccount authenticates as.
+pub fn healer_user(o: &InstallOptions) -> String {
+    format!(
+        "system:serviceaccount:{}:{}",
+        o.namespace,
+        labels::HEALER_NAME
+    )
+}
+
+/// CEL: whether the stored fleet may be deleted (protection off; absent means the default).
+pub fn fleet_deletable() -> String {
+    format!(
+        "(has(oldObject.spec.deletionProtection) ? oldObject.spec.deletionProtection : {}) == false",
+        defaults::DELETION_PROTECTION
+    )
+}
+
+/// CEL: whether the stored claim carries the operator's deletion mark.
+pub fn claim_marked() -> String {
+    let key = lit(labels::DELETION_ALLOWED);
+    format!(
+        "has(oldObject.metadata.annotations) && {key} in oldObject.metadata.annotations && \
+         oldObject.metadata.annotations[{key}] == {}",
+        lit(labels::DELETION_ALLOWED_VALUE)
+    )
+}
+
+fn fleet_message() -> String {
+    let ns = "oldObject.metadata.namespace";
+    let name = "oldObject.metadata.name";
+    let patch = r#"{"spec":{"deletionProtection":false}}"#;
+    [
+        lit("CelldFleet "),
+        ns.into(),
+        lit("/"),
+        name.into(),
+        lit(
+            " is protected from deletion (spec.deletionProtection is absent or true): deleting it \
+             would remove its members and every disk. To delete it on purpose, set \
+             spec.deletionProtection: false in Git (or kubectl patch celldfleet ",
+        ),
+        name.into(),
+        lit(" -n "),
+        ns.into(),
+        lit(&format!(
+            " --type=merge -p '{patch}' where nothing syncs it), let it sync, then delete it."
+        )),
+    ]
+    .join(" + ")
+}
+
+fn disk_message() -> String {
+    let ns = "oldObject.metadata.namespace";
+    let name = "oldObject.metadata.name";
+    [
+        lit("PersistentVolumeClaim "),
+        ns.into(),
+        lit("/"),
+        name.into(),
+        lit(" is a disk of the celld fleet with identity "),
+        format!("oldObject.metadata.labels[{}]", lit(labels::IDENTITY)),
+        lit(
+            ": only celld-healer deletes fleet disks. To delete the whole fleet, set \
+             spec.deletionProtection: false on its CelldFleet and delete the CelldFleet (the \
+             healer deletes its disks in order). To delete this one claim by hand: kubectl \
+             annotate pvc ",
+        ),
+        name.into(),
+        lit(" -n "),
+        ns.into(),
+        lit(&format!(
+            " {}={}, then delete it. A namespace being deleted stays Terminating until then.",
+            labels::DELETION_ALLOWED,
+            labels::DELETION_ALLOWED_VALUE
+        )),
+    ]
+    .join(" + ")
+}
+
+fn binding(policy: &str) -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"]},
+    })
+}
+
+/// The fleet policy.
+pub fn fleet_policy() -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": FLEET_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": [labels::GROUP],
+                    "apiVersions": ["*"],
+                    "operations": ["DELETE"],
+                    "resources": ["celldfleets"],
+                }],
+            },
+            "validations": [{
+                "expression": fleet_deletable(),
+                "messageExpression": fleet_message(),
+                "reason": "Forbidden",
+            }],
+        },
+    })
+}
+
+/// The disk policy, exempting the healer of this install.
+pub fn disk_policy(o: &InstallOptions) -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": DISK_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["DELETE"],
+                    "resources": ["persistentvolumeclaims"],
+                }],
+                // Only fleet disks are looked at; other claims never reach the rule.
+                "objectSelector": {
+                    "matchExpressions": [{"key": labels::IDENTITY, "operator": "Exists"}],
+                },
+            },
+            "matchConditions": [{
+                "name": "not-the-healer",
+                "expression": format!("request.userInfo.username != {}", lit(&healer_user(o))),
+            }],
+            "validations": [{
+                "expression": claim_marked(),
+                "messageExpression": disk_message(),
+                "reason": "Forbidden",
+            }],
+        },
+    })
+}
+
+/// The policies and their bindings, as (file name, object), in apply order.
+pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
+    vec![
+        (
+            "fleet-deletion-protection-policy.yaml".into(),
+            fleet_policy(),
+        ),
+        (
+            "fleet-deletion-protection-binding.yaml".into(),
+            binding(FLEET_POLICY),
+        ),
+        ("disk-protection-policy.yaml".into(), disk_policy(o)),
+        ("disk-protection-binding.yaml".into(), binding(DISK_POLICY)),
+    ]
+}
