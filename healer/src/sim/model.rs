@@ -104,6 +104,8 @@ struct Claim {
     zone: Option<usize>,
     foreign: bool,
     stuck: bool,
+    /// When it became Lost (the healer's first observation, in this model).
+    lost_at: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -276,6 +278,7 @@ impl Sim {
                 zone: Some(sim.nodes[node].zone),
                 foreign: false,
                 stuck: false,
+                lost_at: None,
             });
             let puid = sim.uid();
             sim.pods.push(Pod {
@@ -314,6 +317,7 @@ impl Sim {
                 zone: Some(0),
                 foreign: true,
                 stuck: false,
+                lost_at: None,
             });
         }
         sim
@@ -397,6 +401,7 @@ impl Sim {
                             zone: None,
                             foreign: false,
                             stuck: false,
+                            lost_at: None,
                         });
                         uid
                     }
@@ -731,6 +736,7 @@ impl Sim {
                 let rv = self.rv();
                 if f == Fault::VolumeLost {
                     self.claims[ci].phase = Phase::Lost;
+                    self.claims[ci].lost_at = Some(self.now);
                 } else {
                     self.claims[ci].stuck = true;
                 }
@@ -969,6 +975,8 @@ impl Sim {
                 replacement_finalizer: p.fin,
                 replacement_index: p.index.then(|| ID.into()),
                 record: p.record.clone().map(s::RecordState::Valid),
+                force_deleted: false,
+                other_finalizers: Vec::new(),
             })
             .collect();
         let claims = self
@@ -987,6 +995,7 @@ impl Sim {
                     Phase::Bound => s::ClaimPhase::Bound,
                     Phase::Lost => s::ClaimPhase::Lost,
                 },
+                lost_since: c.lost_at.map(ts),
             })
             .collect();
         s::Snapshot {
@@ -1004,6 +1013,9 @@ impl Sim {
                 termination_grace_seconds: GRACE / 1000,
                 paused: self.fleet.paused,
                 deleting: self.fleet.deleting,
+                deletion_protected: false,
+                identity_conflict: None,
+                invalid: Vec::new(),
                 has_finalizer: self.fleet.finalizer,
                 capacity: None,
                 previous_status: self.fleet.status.clone(),
@@ -1323,7 +1335,15 @@ impl Sim {
             )));
         }
         if c.phase == Phase::Lost {
-            return Ok(());
+            // Only a claim Lost for the whole confirmation window.
+            let window = self.cfg.lost_confirmation.millis();
+            return match c.lost_at {
+                Some(t) if t + window <= self.now => Ok(()),
+                _ => Err(Violation(format!(
+                    "handoff of {} whose claim is Lost for less than the confirmation window",
+                    claim_name(FLEET, ord)
+                ))),
+            };
         }
         let n = self.sts.as_ref().map_or(0, |s| s.replicas) as u32;
         let delay = self.cfg.replacement_delay.millis();
