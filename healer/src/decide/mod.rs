@@ -27,6 +27,8 @@ mod proptests;
 mod status;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_safety;
 
 use celld_gen::api::Profile;
 use celld_gen::api::defaults::MAX_MEMBERS;
