@@ -950,8 +950,21 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
     }
 
     let app_next = application(&ctx, &key, &fleet, &g, &mut plan);
-    write_status(&ctx, &fleet, &plan).await?;
-    let step = next_step(&ctx, &key, plan.wake_at, now);
+    // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
+    // the status follows from the reconcile its watch event triggers.
+    let fleet_written = matches!(
+        plan.action,
+        Some(Action::AddFleetFinalizer { .. } | Action::RemoveFleetFinalizer { .. })
+    );
+    if !fleet_written {
+        write_status(&ctx, &fleet, &plan).await?;
+    }
+    let mut step = next_step(&ctx, &key, plan.wake_at, now);
+    if plan.rule == "V2" && plan.wake_at.is_none() {
+        // A fleet blocked by an older one with its identity has no event of its own
+        // when that fleet goes: look again now and then (cache only, no request).
+        step = KAction::requeue(Duration::from_secs(30));
+    }
     Ok(match app_next {
         Some(d)
             if plan
@@ -1107,7 +1120,13 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         let old_v = serde_json::to_value(&old).unwrap_or(Value::Null);
         let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
         if let Some(diff) = merge_diff(&old_v, &new_v) {
-            let body = serde_json::json!({ "status": diff });
+            // The resourceVersion the status was computed from is a precondition: a
+            // replica deposed since it read the fleet (or one with a lagging cache)
+            // gets a conflict instead of overwriting a newer status.
+            let body = serde_json::json!({
+                "metadata": {"resourceVersion": fleet.metadata.resource_version},
+                "status": diff,
+            });
             let api: Api<CelldFleet> = Api::namespaced(
                 ctx.client.clone(),
                 fleet.metadata.namespace.as_deref().unwrap_or_default(),
@@ -1125,6 +1144,7 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
                 ctx.metrics.error("status");
                 ReconcileError::Status(e)
             })?;
+            ctx.metrics.status_writes.inc();
         }
     }
     // A change of Blocked: its status flipped, or it stays True for another reason.
@@ -1157,6 +1177,19 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         .map(|f| ObjectRef::from_obj(&**f))
         .collect();
     blocked.retain(|k, _| live.contains(k));
+    {
+        let mut lost = ctx.lost.lock().expect("lost claims");
+        if !lost.is_empty() {
+            let claims: std::collections::HashSet<String> = ctx
+                .stores
+                .claims
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.uid.clone())
+                .collect();
+            lost.retain(|uid, _| claims.contains(uid));
+        }
+    }
     ctx.observer.retain(&live);
     ctx.metrics
         .blocked_fleets

@@ -83,6 +83,8 @@ pub struct Metrics {
     pub watch_healthy: Family<ResourceLabel, Gauge>,
     /// Fresh reads made to confirm a destructive write.
     pub fresh_reads: Counter,
+    /// Status patches sent (each with the fleet's resourceVersion as precondition).
+    pub status_writes: Counter,
     /// Serializes encoding.
     encode_lock: Mutex<()>,
 }
@@ -107,6 +109,12 @@ impl Metrics {
         let leader = Gauge::default();
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
         let fresh_reads = Counter::default();
+        let status_writes = Counter::default();
+        registry.register(
+            "celld_healer_status_writes",
+            "Status patches sent, each guarded by the resourceVersion it was computed from",
+            status_writes.clone(),
+        );
         registry.register(
             "celld_healer_fresh_reads",
             "Fresh reads of a fleet from the API server, each confirming one destructive write",
@@ -165,6 +173,7 @@ impl Metrics {
             leader,
             watch_healthy,
             fresh_reads,
+            status_writes,
             encode_lock: Mutex::new(()),
         }
     }
