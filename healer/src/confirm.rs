@@ -25,9 +25,16 @@ pub enum Confirmation {
     Hold(String),
 }
 
-/// Whether `action` must be confirmed on a fresh read before it is made.
+/// Whether `action` must be confirmed on a fresh read before it is made: every write
+/// that removes something, growth (a fresh-disk run must not start while the scheduler
+/// has not decided a member the caches show as placed) and the fleet's release (which
+/// must not happen while a claim the caches no longer show is still there).
 pub fn needs_confirmation(action: &Action) -> bool {
     action.is_destructive()
+        || matches!(
+            action,
+            Action::SetReplicas { .. } | Action::RemoveFleetFinalizer { .. }
+        )
 }
 
 /// Compares the cached decision with the plan `decide` made on the fresh snapshot.
@@ -50,7 +57,11 @@ pub fn confirm(cached: &Action, fresh: &Plan) -> Confirmation {
 /// versions may differ: the fresh ones are used.
 fn same_target(a: &Action, b: &Action) -> bool {
     match (a, b) {
-        (Action::ForceDeletePod { uid: x, .. }, Action::ForceDeletePod { uid: y, .. })
+        (
+            Action::RemoveFleetFinalizer { uid: x, .. },
+            Action::RemoveFleetFinalizer { uid: y, .. },
+        )
+        | (Action::ForceDeletePod { uid: x, .. }, Action::ForceDeletePod { uid: y, .. })
         | (Action::DeletePod { uid: x, .. }, Action::DeletePod { uid: y, .. })
         | (Action::DeleteWorkload { uid: x, .. }, Action::DeleteWorkload { uid: y, .. }) => x == y,
         (Action::StartHandoff(x), Action::StartHandoff(y)) => {

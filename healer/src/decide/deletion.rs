@@ -70,8 +70,16 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
                 p.identity.as_deref() == Some(identity)
                     && !p.finished()
                     && match &p.controller {
-                        Some(c) => c.name == cx.fleet.name || c.name.starts_with(&prefix),
-                        None => cx.member_named(p) || p.name.starts_with(&prefix),
+                        // A Deployment's Pods may still name their ReplicaSet
+                        // `<fleet>-<hash>`; a StatefulSet's only the set itself.
+                        Some(c) => {
+                            c.name == cx.fleet.name
+                                || (c.kind == "ReplicaSet" && c.name.starts_with(&prefix))
+                        }
+                        None => {
+                            cx.member_named(p)
+                                || (!cx.fleet.stateful_set && p.name.starts_with(&prefix))
+                        }
                     }
             })
             .count();
