@@ -224,6 +224,8 @@ struct Sim {
     relost: Vec<(i64, u64)>,
     /// When an invalid spec is fixed.
     revalid_at: Option<i64>,
+    /// The spec turns invalid right after the next handoff commits.
+    invalid_on_commit: bool,
     /// When deletion protection is turned off (deliberate deletion after a refusal).
     unprotect_at: Option<i64>,
     /// No convergence promise (two faults at once, or a conflicted fleet).
@@ -376,6 +378,7 @@ impl Sim {
             conflicted: false,
             relost: Vec::new(),
             revalid_at: None,
+            invalid_on_commit: false,
             unprotect_at: None,
             safety_only: false,
         };
@@ -954,6 +957,11 @@ impl Sim {
                 {
                     self.fail_pod(i, Container::NoDisk);
                 }
+            }
+            Fault::Invalid if self.rng.chance(50) => {
+                // Armed: the spec turns invalid right after the next handoff commits, so
+                // a committed handoff meets rule H2 (abort, keep the disk).
+                self.invalid_on_commit = true;
             }
             Fault::Invalid => {
                 self.fleet.invalid = true;
@@ -1556,6 +1564,14 @@ impl Sim {
                     p.rv = rv;
                     self.out.handoffs += 1;
                 });
+                if std::mem::take(&mut self.invalid_on_commit) {
+                    self.log(|| "the spec turned invalid after the commit".into());
+                    self.fleet.invalid = true;
+                    self.fleet.rv = self.rv();
+                    let t = self.now + self.rng.range(60, 300) * 1000;
+                    self.revalid_at = Some(t);
+                    self.interrupted();
+                }
             }
             Action::DeleteClaim {
                 uid,
