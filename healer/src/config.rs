@@ -19,6 +19,9 @@ pub struct Config {
     /// A claim created less than this before its Pod was made for that Pod: a fresh disk
     /// already, so replacing it again would not help (default 1 min).
     pub fresh_disk_age: Span,
+    /// How long a claim must stay Lost before it gets a fresh disk (default 1 min);
+    /// checked again on the fresh read that precedes the handoff.
+    pub lost_confirmation: Span,
 }
 
 impl Default for Config {
@@ -28,6 +31,7 @@ impl Default for Config {
             force_delete_margin: Span::mins(2),
             absorb_window: Span::mins(5),
             fresh_disk_age: Span::mins(1),
+            lost_confirmation: Span::mins(1),
         }
     }
 }
@@ -55,6 +59,7 @@ impl Config {
             ("the force-delete margin", self.force_delete_margin),
             ("the absorb window", self.absorb_window),
             ("the fresh-disk age", self.fresh_disk_age),
+            ("the lost-claim confirmation window", self.lost_confirmation),
         ] {
             if span.millis() < 0 {
                 return Err(ConfigError::Negative(name));

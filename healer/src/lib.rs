@@ -13,6 +13,7 @@
 
 pub mod application;
 pub mod config;
+pub mod confirm;
 pub mod decide;
 pub mod observe;
 pub mod plan;
@@ -22,6 +23,7 @@ pub mod sim;
 pub mod snapshot;
 pub mod testkit;
 pub mod time;
+pub mod validity;
 
 pub use config::Config;
 pub use decide::decide;

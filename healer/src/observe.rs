@@ -73,6 +73,11 @@ pub struct Inputs<'a> {
     pub infrastructure: &'a Infrastructure,
     /// The capacity evaluator's conclusion.
     pub capacity: &'a CapacitySignal,
+    /// The older fleet (`namespace/name`) that carries the same identity, if any: the
+    /// runtime finds it among every fleet it serves.
+    pub identity_conflict: Option<&'a str>,
+    /// Claim uid -> when the runtime first saw it Lost (without a break since).
+    pub lost_since: &'a BTreeMap<String, Timestamp>,
 }
 
 fn err(kind: &'static str, meta: &ObjectMeta, problem: impl Into<String>) -> ObserveError {
@@ -116,9 +121,35 @@ fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .and_then(|o| o.iter().find(|r| r.controller == Some(true)))
 }
 
+/// The fleet that owns `me`'s identity when several fleets carry it: the oldest by
+/// creationTimestamp, then namespace, then name. Returns its `namespace/name` when that is
+/// not `me` (then `me` is the newer one and gets no action), `None` otherwise.
+pub fn identity_owner<'a>(
+    me: &CelldFleet,
+    all: impl IntoIterator<Item = &'a CelldFleet>,
+) -> Option<String> {
+    let key = |f: &CelldFleet| {
+        (
+            f.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            f.metadata.namespace.clone().unwrap_or_default(),
+            f.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let mine = key(me);
+    all.into_iter()
+        .filter(|f| f.spec.identity == me.spec.identity && f.metadata.uid != me.metadata.uid)
+        .map(key)
+        // A missing creation time sorts first (None < Some): such a fleet is not one the
+        // API server returned, so it is treated as the older, which blocks `me` (safe).
+        .filter(|k| *k < mine)
+        .min()
+        .map(|(_, ns, name)| format!("{ns}/{name}"))
+}
+
 /// Builds the snapshot of one fleet.
 pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
-    let fleet = fleet(i.fleet)?;
+    let mut fleet = fleet(i.fleet)?;
+    fleet.identity_conflict = i.identity_conflict.map(str::to_string);
     let workload = match i.workload {
         None => None,
         Some(WorkloadObject::StatefulSet(s)) => Some(stateful_set(s)?),
@@ -148,7 +179,11 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
                 .as_deref()
                 .is_some_and(|n| claim_ordinal(&fleet.name, n).is_some());
         if ours {
-            claims.push(claim(c)?);
+            let mut c = claim(c)?;
+            if c.phase == ClaimPhase::Lost {
+                c.lost_since = i.lost_since.get(&c.uid).copied();
+            }
+            claims.push(c);
         }
     }
     Ok(Snapshot {
@@ -190,6 +225,9 @@ fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
         termination_grace_seconds: spec.termination_grace_seconds(),
         paused: spec.paused(),
         deleting: m.deletion_timestamp.is_some(),
+        deletion_protected: spec.deletion_protected(),
+        identity_conflict: None,
+        invalid: crate::validity::problems(f),
         has_finalizer: m
             .finalizers
             .as_ref()
@@ -403,6 +441,14 @@ fn pod(
             .is_some_and(|f| f.iter().any(|x| x == REPLACEMENT_FINALIZER)),
         replacement_index: label(m, REPLACEMENT_INDEX).cloned(),
         record,
+        force_deleted: m.deletion_grace_period_seconds == Some(0),
+        other_finalizers: m
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != REPLACEMENT_FINALIZER)
+            .cloned()
+            .collect(),
     })
 }
 
@@ -423,6 +469,7 @@ fn claim(c: &PersistentVolumeClaim) -> Result<Claim, ObserveError> {
             Some("Lost") => ClaimPhase::Lost,
             _ => ClaimPhase::Unknown,
         },
+        lost_since: None,
     })
 }
 
@@ -499,6 +546,8 @@ mod tests {
             node_zones: &BTreeMap::from([("node-1".to_string(), "us-east-1b".to_string())]),
             infrastructure: &Infrastructure::default(),
             capacity: &CapacitySignal::default(),
+            identity_conflict: None,
+            lost_since: &BTreeMap::new(),
         })
     }
 

@@ -26,6 +26,10 @@ pub struct Plan {
     pub wake_at: Option<Timestamp>,
     /// An event to record on the CelldFleet once the action succeeded.
     pub event: Option<Event>,
+    /// Objects `decide` ignored because their names are outside what a member can be
+    /// (an ordinal at or above the member limit): one line each, for logs and Events.
+    /// Nothing is sized from such a name.
+    pub ignored: Vec<String>,
 }
 
 /// A Kubernetes event the runtime records on the CelldFleet.

@@ -62,6 +62,16 @@ pub struct Fleet {
     pub paused: bool,
     /// metadata.deletionTimestamp is set.
     pub deleting: bool,
+    /// spec.deletionProtection, defaulted (true): deletion keeps the workload and disks.
+    pub deletion_protected: bool,
+    /// Another fleet served by this healer carries the same identity and is older (by
+    /// creationTimestamp, then namespace and name): its `namespace/name`. The healer
+    /// takes no action for this fleet while it is set.
+    pub identity_conflict: Option<String>,
+    /// What `celld-gen check` reports for the live spec (one line per problem); empty
+    /// when the spec is valid. The healer takes no action for an invalid fleet except
+    /// aborting a handoff (which keeps the disk).
+    pub invalid: Vec<String>,
     /// The healer's fleet finalizer is present.
     pub has_finalizer: bool,
     /// spec.capacity with defaults applied; `None` means members are set by hand.
@@ -259,6 +269,11 @@ pub struct Pod {
     pub replacement_index: Option<String>,
     /// The replacement record annotation, if any.
     pub record: Option<RecordState>,
+    /// `metadata.deletionGracePeriodSeconds` is 0: it was force-deleted already, so a
+    /// Pod still present is held by a finalizer and another force delete changes nothing.
+    pub force_deleted: bool,
+    /// Finalizers other than the healer's own, which keep the Pod after any delete.
+    pub other_finalizers: Vec<String>,
 }
 
 impl Pod {
@@ -334,6 +349,11 @@ pub struct Claim {
     pub deletion: Option<Timestamp>,
     /// status.phase.
     pub phase: ClaimPhase,
+    /// Since when the healer has seen the claim Lost without a break (the runtime
+    /// remembers its first observation; none when not Lost). A Lost claim gets a fresh
+    /// disk only once it stayed Lost for the confirmation window: a backup restore, for
+    /// example, can bring claims back before their volumes.
+    pub lost_since: Option<Timestamp>,
 }
 
 impl Claim {

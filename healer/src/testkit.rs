@@ -80,6 +80,9 @@ fn fleet_of(profile: Profile, sts: bool, n: i32) -> Snapshot {
             termination_grace_seconds: 30,
             paused: false,
             deleting: false,
+            deletion_protected: false,
+            identity_conflict: None,
+            invalid: Vec::new(),
             has_finalizer: true,
             capacity: None,
             previous_status: None,
@@ -124,6 +127,8 @@ pub fn member(o: u32, kind: WorkloadKind) -> Pod {
         replacement_finalizer: false,
         replacement_index: None,
         record: None,
+        force_deleted: false,
+        other_finalizers: Vec::new(),
     }
 }
 
@@ -138,6 +143,7 @@ pub fn claim(o: u32) -> Claim {
         created: at(-180),
         deletion: None,
         phase: ClaimPhase::Bound,
+        lost_since: None,
     }
 }
 
@@ -155,9 +161,17 @@ pub trait Edit {
     fn down(&mut self, o: u32, since: Timestamp);
     /// Puts a handoff record on member `o` (its finalizer and index label too).
     fn hold(&mut self, o: u32, committed: bool);
+    /// Marks the claim of ordinal `o` Lost, seen Lost since five minutes before `T0`
+    /// (past the confirmation window).
+    fn lose(&mut self, o: u32);
 }
 
 impl Edit for Snapshot {
+    fn lose(&mut self, o: u32) {
+        let c = self.claim(o);
+        c.phase = ClaimPhase::Lost;
+        c.lost_since = Some(at(-5));
+    }
     fn pod(&mut self, o: u32) -> &mut Pod {
         let name = member_name("alpha", o);
         self.pods

@@ -26,7 +26,10 @@ pub(crate) fn compute(cx: &mut Ctx) -> Target {
     if let Some(t) = &cx.target {
         return t.clone();
     }
-    let t = target(cx);
+    let mut t = target(cx);
+    // Belt and braces behind validation and the CRD bounds: the target never leaves
+    // [0, the member limit], whatever a spec or a `/scale` writer says.
+    t.members = t.members.clamp(0, celld_gen::api::defaults::MAX_MEMBERS);
     cx.target = Some(t.clone());
     t
 }

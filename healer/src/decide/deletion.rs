@@ -1,16 +1,27 @@
 //! Rules D2-D7: deleting a fleet in order once its CelldFleet has a deletionTimestamp.
 //! (D1, adding the finalizer, runs in `decide` itself.)
 //!
-//! D2 delete the workload in the foreground (members drain on SIGTERM); D3 refuse a
-//! workload that is not ours; D4 wait until no member Pod is left (force-deleting one
-//! stranded past its grace, rule F1); D5 delete every claim carrying the identity, removed
-//! members' included, one per step; D6 wait until they are gone; D7 remove the finalizer.
+//! D8 keep everything while `spec.deletionProtection` is on (`DeletionProtected`); D2
+//! delete the workload in the foreground (members drain on SIGTERM); D3 refuse a
+//! workload that is not ours; D4 wait until no member Pod is left, orphaned ones
+//! included (force-deleting one stranded past its grace, rule F1); D5 delete every claim
+//! of the fleet (`data-<fleet>-<n>` with its identity), removed members' included, one per
+//! step; D6 wait until they are gone; D7 remove the finalizer.
 //! Paused fleets and drifted prerequisites do not stop deletion: it is an explicit intent.
 
 use super::{Ctx, Outcome, Reason, force_delete};
 use crate::plan::{Action, ClaimDeletion};
 
 pub(crate) fn run(cx: &mut Ctx) -> Outcome {
+    // Rule D8 (deletion protection): a protected fleet keeps its workload and every disk;
+    // the admission policy normally refuses the delete, this covers clusters without it.
+    if cx.fleet.deletion_protected {
+        return Outcome::report(
+            "D8",
+            Reason::DeletionProtected,
+            "The CelldFleet is being deleted but spec.deletionProtection is on: the healer keeps its workload and every disk. To delete the fleet and its disks on purpose, set spec.deletionProtection: false".into(),
+        );
+    }
     if let Some(w) = cx.workload {
         if !cx.workload_is_ours(w) {
             // Rule D3 (foreign workload).
@@ -47,20 +58,31 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
             return o;
         }
     }
-    // Rule D4 (members gone): Pods of the fleet's workload (any uid) must be gone.
+    // Rule D4 (members gone): Pods of the fleet's workload (any uid) must be gone, and
+    // so must Pods at its member names that nobody controls any more (orphaned by
+    // `--cascade=orphan`): they may still be using a disk.
     let identity = cx.fleet.identity.as_str();
-    let left = cx
-        .s
-        .pods
-        .iter()
-        .filter(|p| {
-            p.identity.as_deref() == Some(identity)
-                && !p.finished()
-                && p.controller.as_ref().is_some_and(|c| {
-                    c.name == cx.fleet.name || c.name.starts_with(&format!("{}-", cx.fleet.name))
-                })
-        })
-        .count();
+    let prefix = format!("{}-", cx.fleet.name);
+    let left =
+        cx.s.pods
+            .iter()
+            .filter(|p| {
+                p.identity.as_deref() == Some(identity)
+                    && !p.finished()
+                    && match &p.controller {
+                        // A Deployment's Pods may still name their ReplicaSet
+                        // `<fleet>-<hash>`; a StatefulSet's only the set itself.
+                        Some(c) => {
+                            c.name == cx.fleet.name
+                                || (c.kind == "ReplicaSet" && c.name.starts_with(&prefix))
+                        }
+                        None => {
+                            cx.member_named(p)
+                                || (!cx.fleet.stateful_set && p.name.starts_with(&prefix))
+                        }
+                    }
+            })
+            .count();
     if cx.workload.is_some() || left > 0 {
         return Outcome::report(
             "D4",
@@ -70,8 +92,16 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
             ),
         );
     }
-    // Rule D5 (claims): every claim with the identity and no owner, one per step.
-    let mut mine: Vec<_> = cx.s.claims.iter().filter(|c| cx.claim_is_ours(c)).collect();
+    // Rule D5 (claims): every claim of this fleet, removed members' included: named
+    // `data-<fleet>-<n>`, with the identity and no owner, one per step. A claim with the
+    // identity under another name is another fleet's (a copied fleet file).
+    let mut mine: Vec<_> = cx
+        .claims
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|c| cx.claim_is_ours(c))
+        .collect();
     mine.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(c) = mine.iter().find(|c| !c.terminating()) {
         return Outcome::act(

@@ -116,26 +116,39 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                 });
             }
         } else if let Some(c) = claim.filter(|c| c.phase == ClaimPhase::Lost) {
-            // Rule R2 (lost claim), guarded by R5.
-            if !fresh(o) {
-                return Heal::Note(format!(
-                    "member {m}'s disk is lost; before giving it a fresh one, {}",
-                    zone_wait(o)
+            // Rule R2 (lost claim), guarded by R5 and confirmed: Lost can be transient
+            // (a restore may bring claims back before their volumes), so the claim must
+            // have stayed Lost for the confirmation window.
+            let confirmed_at = c.lost_since.unwrap_or(cx.now) + cx.cfg.lost_confirmation;
+            if cx.now < confirmed_at {
+                cx.wake_at(confirmed_at);
+                note.get_or_insert_with(|| {
+                    format!(
+                        "member {m}'s disk is reported lost; it gets a fresh disk if it is still lost at {}",
+                        confirmed_at.rfc3339()
+                    )
+                });
+            } else {
+                if !fresh(o) {
+                    return Heal::Note(format!(
+                        "member {m}'s disk is lost; before giving it a fresh one, {}",
+                        zone_wait(o)
+                    ));
+                }
+                let Some(p) = pod.filter(live) else {
+                    return Heal::Note(format!(
+                        "member {m}'s disk is lost; waiting for its Pod before replacing it"
+                    ));
+                };
+                let message = format!(
+                    "Replacing member {m}: its volume no longer exists; celld records a bounded loss for any session with no other copy"
+                );
+                return Heal::Act(handoff(cx, p, c, HandoffCause::LostDisk, &m).with_event(
+                    "Warning",
+                    "MemberDiskLost",
+                    message,
                 ));
             }
-            let Some(p) = pod.filter(live) else {
-                return Heal::Note(format!(
-                    "member {m}'s disk is lost; waiting for its Pod before replacing it"
-                ));
-            };
-            let message = format!(
-                "Replacing member {m}: its volume no longer exists; celld records a bounded loss for any session with no other copy"
-            );
-            return Heal::Act(handoff(cx, p, c, HandoffCause::LostDisk, &m).with_event(
-                "Warning",
-                "MemberDiskLost",
-                message,
-            ));
         }
         if pod.is_none_or(|p| p.terminating() || !p.is_ready()) {
             down.push(o);

@@ -2,7 +2,8 @@
 //! (which already includes its termination grace) sits on a node that never confirmed
 //! the kill. It is deleted with grace 0 and a uid precondition; it keeps its disk and
 //! returns through the StatefulSet. Every StatefulSet fleet (PersistentFleet and
-//! Bucket `Ordered`).
+//! Bucket `Ordered`). A Pod still present after a force delete is held by someone else's
+//! finalizer: it is reported (rule S2) and skipped, so later rules keep running.
 
 use super::{Ctx, Outcome};
 use crate::plan::Action;
@@ -12,9 +13,17 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
     let margin = cx.cfg.force_delete_margin;
     let mut due = None;
     let mut wakes = Vec::new();
+    let mut held = Vec::new();
     for p in cx.member_list.iter().copied() {
         // A Pod held by a disk handoff is resolved by rules H1-H5 first.
         if p.replacement_finalizer {
+            continue;
+        }
+        // Force-deleted already and still here: someone else's finalizer holds it.
+        // Another force delete would change nothing, and retrying it would starve every
+        // later rule, so it is reported and left to whoever owns the finalizer.
+        if p.force_deleted && p.deletion.is_some() {
+            held.push(p);
             continue;
         }
         let Some(t) = p.deletion else { continue };
@@ -28,6 +37,17 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
     }
     for t in wakes {
         cx.wake_at(t);
+    }
+    if let Some(h) = held.first() {
+        let who = if h.other_finalizers.is_empty() {
+            "a finalizer".to_string()
+        } else {
+            format!("finalizer {}", h.other_finalizers.join(", "))
+        };
+        cx.held_note = Some(format!(
+            "Pod {} was force-deleted but {who} keeps it; the member returns once its owner releases it",
+            h.name
+        ));
     }
     let p = due?;
     let message = format!(

@@ -4,8 +4,9 @@
 //! - H1 (interrupted prepare): a record without `committed` means the guarded Pod delete
 //!   was never acknowledged to the healer that prepared it (crash, lost response, or
 //!   someone else deleted the Pod): abort and keep the disk.
-//! - H2 (lifecycle changed): the fleet paused or deleting, the StatefulSet gone, deleting
-//!   or replaced, the Pod's owner or identity changed: abort without deleting anything.
+//! - H2 (lifecycle changed): the fleet paused, deleting, sharing its identity with an
+//!   older fleet or invalid, the StatefulSet gone, deleting or replaced, the Pod's owner
+//!   or identity changed: abort without deleting anything.
 //! - H3 (finish): a committed record on a terminating, held Pod whose claim still has the
 //!   recorded uid and resourceVersion: delete the claim with both as preconditions.
 //! - H4 (release): the claim is deleting or gone: remove the hold.
@@ -21,12 +22,15 @@ use super::{Ctx, Outcome};
 use crate::plan::{Action, ClaimDeletion};
 use crate::snapshot::{Pod, RecordState, WorkloadKind};
 
-/// Resolves the first Pod (by name) carrying any of the healer's handoff markers.
+/// Resolves the first Pod (by name) carrying any of the healer's handoff markers. Only
+/// this fleet's member names (`<fleet>-<n>`) are considered: another fleet with the same
+/// identity resolves its own handoffs, and neither aborts the other's.
 pub(crate) fn resolve(cx: &mut Ctx) -> Option<Outcome> {
     let identity = cx.fleet.identity.as_str();
     let pod =
         cx.s.pods
             .iter()
+            .filter(|p| cx.member_named(p))
             .filter(|p| {
                 p.replacement_index.as_deref() == Some(identity)
                     || ((p.replacement_finalizer || p.record.is_some())
@@ -95,6 +99,9 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
         return abort("H5", p, "the record holds no finalizer".into());
     }
     // Rule H2 (lifecycle changed).
+    if let Some(why) = cx.restricted() {
+        return abort("H2", p, format!("the fleet gets no action: {why}"));
+    }
     if f.deleting {
         return abort("H2", p, "the fleet is being deleted".into());
     }

@@ -7,12 +7,13 @@
 //! | order | rules | duty |
 //! | --- | --- | --- |
 //! | 1 | H1-H5 | finish or abort a disk handoff already on a Pod (before any gate) |
-//! | 2 | D1-D7 | fleet finalizer, and deletion in order |
-//! | 3 | P1, I1, W1-W3 | pause, infrastructure drift, the workload's presence and ownership |
-//! | 4 | F1 | force-delete a member Pod stranded past its grace |
-//! | 5 | K1-K5, G1-G5, C1-C3 | capacity target, growth in runs, contraction one by one |
-//! | 6 | R1-R7 | disks: terminating claim, lost claim, one member down too long, the cases left alone, zone safety, unschedulable or crash-looping members |
-//! | 7 | S1-S4 | the status reported when nothing is written |
+//! | 2 | V1, V2 | an identity shared with an older fleet, an invalid live spec: no action |
+//! | 3 | D1-D8 | fleet finalizer, deletion protection, and deletion in order |
+//! | 4 | P1, I1, W1-W4 | pause, infrastructure drift, the workload's presence, ownership and size |
+//! | 5 | F1 | force-delete a member Pod stranded past its grace |
+//! | 6 | K1-K5, G1-G5, C1-C3 | capacity target, growth in runs, contraction one by one |
+//! | 7 | R1-R7 | disks: terminating claim, lost claim, one member down too long, the cases left alone, zone safety, unschedulable or crash-looping members |
+//! | 8 | S1-S4 | the status reported when nothing is written |
 
 mod capacity;
 mod contraction;
@@ -26,8 +27,11 @@ mod proptests;
 mod status;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_safety;
 
 use celld_gen::api::Profile;
+use celld_gen::api::defaults::MAX_MEMBERS;
 use celld_gen::api::labels::{claim_ordinal, member_ordinal};
 
 use crate::config::Config;
@@ -36,6 +40,10 @@ use crate::snapshot::{Claim, Fleet, Pod, Snapshot, Workload, WorkloadKind};
 use crate::time::Timestamp;
 
 pub use status::Reason;
+
+/// Ordinals at or above this are never members (the member limit): objects named with
+/// one are ignored, so no name can make `decide` allocate or loop beyond the limit.
+pub const MAX_ORDINAL: u32 = MAX_MEMBERS as u32;
 
 /// Decides the one next write for a fleet, the status to report and when to look again.
 /// Pure: no I/O, and `now` is the only notion of time.
@@ -114,12 +122,18 @@ pub(crate) struct Ctx<'a> {
     pub notes: Vec<MemberNote>,
     /// The capacity target, once computed.
     pub target: Option<capacity::Target>,
+    /// Objects ignored for an out-of-range ordinal (reported in the plan).
+    pub ignored: Vec<String>,
+    /// A member Pod held past a force delete by someone else's finalizer (rule F1's
+    /// report), shown when no other rule has anything to say.
+    pub held_note: Option<String>,
 }
 
 impl<'a> Ctx<'a> {
     fn new(s: &'a Snapshot, now: Timestamp, cfg: &'a Config) -> Ctx<'a> {
         let fleet = &s.fleet;
         let workload = s.workload.as_ref().filter(|w| w.name == fleet.name);
+        let mut ignored = Vec::new();
         let mut members: Vec<Option<&Pod>> = Vec::new();
         let mut member_list = Vec::new();
         for p in &s.pods {
@@ -138,25 +152,45 @@ impl<'a> Ctx<'a> {
             if !controlled || p.identity.as_deref() != Some(fleet.identity.as_str()) {
                 continue;
             }
-            member_list.push(p);
-            if workload.is_some_and(|w| w.kind == WorkloadKind::StatefulSet)
-                && let Some(o) = member_ordinal(&fleet.name, &p.name)
-            {
-                let o = o as usize;
-                if members.len() <= o {
-                    members.resize(o + 1, None);
+            if workload.is_some_and(|w| w.kind == WorkloadKind::StatefulSet) {
+                // A StatefulSet only makes Pods named `<set>-<n>`; anything else it
+                // controls is not a member slot.
+                match member_ordinal(&fleet.name, &p.name) {
+                    Some(o) if o < MAX_ORDINAL => {
+                        let o = o as usize;
+                        if members.len() <= o {
+                            members.resize(o + 1, None);
+                        }
+                        members[o] = Some(p);
+                    }
+                    _ => {
+                        ignored.push(format!(
+                            "Pod {}: not a member name below ordinal {MAX_ORDINAL}",
+                            p.name
+                        ));
+                        continue;
+                    }
                 }
-                members[o] = Some(p);
             }
+            member_list.push(p);
         }
         let mut claims: Vec<Option<&Claim>> = Vec::new();
         for c in &s.claims {
-            if let Some(o) = claim_ordinal(&fleet.name, &c.name) {
-                let o = o as usize;
-                if claims.len() <= o {
-                    claims.resize(o + 1, None);
+            match claim_ordinal(&fleet.name, &c.name) {
+                Some(o) if o < MAX_ORDINAL => {
+                    let o = o as usize;
+                    if claims.len() <= o {
+                        claims.resize(o + 1, None);
+                    }
+                    claims[o] = Some(c);
                 }
-                claims[o] = Some(c);
+                Some(_) => ignored.push(format!(
+                    "PersistentVolumeClaim {}: ordinal at or above the member limit {MAX_ORDINAL}",
+                    c.name
+                )),
+                // Same identity, another name: another fleet's disk (a copied fleet
+                // file), never this fleet's to count, hold or delete.
+                None => {}
             }
         }
         Ctx {
@@ -171,6 +205,25 @@ impl<'a> Ctx<'a> {
             wake: None,
             notes: Vec::new(),
             target: None,
+            ignored,
+            held_note: None,
+        }
+    }
+
+    /// Whether a Pod's name makes it one of this fleet's member slots (StatefulSet
+    /// `<fleet>-<n>` below the limit), whoever controls it now.
+    pub fn member_named(&self, p: &Pod) -> bool {
+        member_ordinal(&self.fleet.name, &p.name).is_some_and(|o| o < MAX_ORDINAL)
+    }
+
+    /// Why the fleet may get no action but handoff aborts (V1, V2), if it may not.
+    pub fn restricted(&self) -> Option<&'static str> {
+        if self.fleet.identity_conflict.is_some() {
+            Some("an older fleet carries the same identity")
+        } else if !self.fleet.invalid.is_empty() {
+            Some("its live spec is invalid")
+        } else {
+            None
         }
     }
 
@@ -236,7 +289,44 @@ fn run(cx: &mut Ctx) -> Outcome {
     if let Some(o) = handoff::resolve(cx) {
         return o;
     }
-    // Rules D2-D7 (deletion) run before pause and drift: deleting the fleet is explicit.
+    // Rule V2 (identity conflict): an older fleet carries this identity, so nothing
+    // labelled with it can be proven this fleet's. No growth, healing or deletion; a
+    // deleted one is released without deleting anything (the disks stay the older
+    // fleet's to use or keep).
+    if let Some(other) = &cx.fleet.identity_conflict {
+        if cx.fleet.deleting && cx.fleet.has_finalizer {
+            return Outcome::act(
+                "V2",
+                Action::RemoveFleetFinalizer {
+                    uid: cx.fleet.uid.clone(),
+                    resource_version: cx.fleet.resource_version.clone(),
+                },
+                format!(
+                    "Releasing the CelldFleet without deleting anything: fleet {other} has the same identity, so no workload or disk can be proven this fleet's"
+                ),
+            );
+        }
+        return Outcome::report(
+            "V2",
+            Reason::IdentityConflict,
+            format!(
+                "Fleet {other} is older and has the same spec.identity; the healer takes no action for this fleet. Give this fleet its own identity: delete it and create it again from `celld-gen init` (never a copy of another fleet's file)"
+            ),
+        );
+    }
+    // Rule V1 (invalid configuration): the live spec fails the same validation as
+    // `celld-gen check`; nothing is acted on from an invalid object.
+    if !cx.fleet.invalid.is_empty() {
+        return Outcome::report(
+            "V1",
+            Reason::InvalidConfiguration,
+            format!(
+                "The live spec is invalid, so the healer takes no action: {}",
+                cx.fleet.invalid.join("; ")
+            ),
+        );
+    }
+    // Rules D2-D8 (deletion) run before pause and drift: deleting the fleet is explicit.
     if cx.fleet.deleting {
         return deletion::run(cx);
     }
@@ -315,6 +405,21 @@ fn run(cx: &mut Ctx) -> Outcome {
             ),
         );
     }
+    // Rule W4 (workload size): a hand-scaled workload beyond the member limit is not
+    // acted on; nothing is sized from it.
+    if w.replicas > MAX_MEMBERS {
+        capacity::compute(cx);
+        return Outcome::report(
+            "W4",
+            Reason::LifecycleBlocked,
+            format!(
+                "{} {} has {} replicas, above the member limit {MAX_MEMBERS}; the healer takes no action until it is scaled back (set spec.members instead)",
+                w.kind.as_str(),
+                w.name,
+                w.replicas
+            ),
+        );
+    }
     // Rule F1 (force-deletion), every StatefulSet fleet.
     if w.kind == WorkloadKind::StatefulSet
         && let Some(o) = force_delete::check(cx)
@@ -348,8 +453,9 @@ fn run(cx: &mut Ctx) -> Outcome {
     if let Some(o) = hold {
         return o;
     }
-    // Rule S2 (waiting on members): a note from the disk rules.
-    if let Some(m) = note {
+    // Rule S2 (waiting on members): a note from the disk rules, or a Pod held past its
+    // force delete (rule F1).
+    if let Some(m) = note.or_else(|| cx.held_note.clone()) {
         return Outcome::report("S2", Reason::Provisioning, m);
     }
     // Rule S3 (rolling out).

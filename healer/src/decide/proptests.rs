@@ -128,6 +128,8 @@ fn build(w: &World) -> Snapshot {
             1 => s.claims.push(c.clone()),
             2 => {
                 c.phase = ClaimPhase::Lost;
+                // Seen Lost 0, 1 or 2 minutes ago: inside and past the window.
+                c.lost_since = Some(at(-(m.claim_age % 3)));
                 s.claims.push(c.clone())
             }
             3 => {
@@ -262,7 +264,10 @@ fn handoff_justified(s: &Snapshot, pod: &str, now: Timestamp, cfg: &Config) -> b
         return false;
     }
     if c.phase == ClaimPhase::Lost {
-        return true;
+        // Only once it stayed Lost for the confirmation window.
+        return c
+            .lost_since
+            .is_some_and(|t| now >= t + cfg.lost_confirmation);
     }
     let down_since = p.not_ready_since();
     c.phase == ClaimPhase::Bound

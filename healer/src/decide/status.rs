@@ -48,6 +48,12 @@ pub enum Reason {
     Deleting,
     /// Deletion cannot proceed (the workload is not ours).
     DeletionBlocked,
+    /// The fleet is being deleted but `spec.deletionProtection` is on: everything is kept.
+    DeletionProtected,
+    /// An older fleet carries the same identity; this one gets no action.
+    IdentityConflict,
+    /// The live spec fails validation; the fleet gets no action but handoff aborts.
+    InvalidConfiguration,
 }
 
 impl Reason {
@@ -67,6 +73,9 @@ impl Reason {
             Reason::CapacityUncertain => "CapacityUncertain",
             Reason::Deleting => "Deleting",
             Reason::DeletionBlocked => "DeletionBlocked",
+            Reason::DeletionProtected => "DeletionProtected",
+            Reason::IdentityConflict => "IdentityConflict",
+            Reason::InvalidConfiguration => "InvalidConfiguration",
         }
     }
 
@@ -80,9 +89,12 @@ impl Reason {
             }
             Reason::WorkloadMissing => (true, false, false),
             Reason::MaintenancePaused | Reason::CapacityUncertain => (false, false, true),
-            Reason::InfrastructureBlocked | Reason::LifecycleBlocked | Reason::DeletionBlocked => {
-                (false, true, false)
-            }
+            Reason::InfrastructureBlocked
+            | Reason::LifecycleBlocked
+            | Reason::DeletionBlocked
+            | Reason::IdentityConflict
+            | Reason::InvalidConfiguration => (false, true, false),
+            Reason::DeletionProtected => (false, true, true),
             Reason::StorageIdentityConflict
             | Reason::MemberUnschedulable
             | Reason::MemberCrashLooping => (false, true, true),
@@ -150,6 +162,7 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
         status,
         wake_at: cx.wake,
         event: o.event,
+        ignored: cx.ignored.clone(),
     }
 }
 
@@ -166,9 +179,11 @@ fn member_states(cx: &Ctx) -> Vec<MemberStatus> {
         states.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         return states;
     }
-    let n = (w.replicas.max(0) as usize).max(cx.members.len());
+    // Bounded by the member limit: a hand-scaled workload cannot size the status.
+    let applied = (w.replicas.max(0) as usize).min(super::MAX_ORDINAL as usize);
+    let n = applied.max(cx.members.len());
     (0..n)
-        .filter(|&o| o < w.replicas.max(0) as usize || cx.member(o).is_some())
+        .filter(|&o| o < applied || cx.member(o).is_some())
         .map(|o| {
             let note = cx.notes.get(o);
             state_of(

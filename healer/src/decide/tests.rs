@@ -395,7 +395,7 @@ fn p1_pause_stops_every_lifecycle_action() {
     s.fleet.paused = true;
     s.fleet.members = Some(5);
     s.pod(0).deletion = Some(at(-10));
-    s.claim(1).phase = ClaimPhase::Lost;
+    s.lose(1);
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
@@ -410,7 +410,7 @@ fn i1_infrastructure_drift_blocks_lifecycle_actions() {
     s.infrastructure
         .drift
         .push("Service alpha-peers: publishNotReadyAddresses is false".into());
-    s.claim(1).phase = ClaimPhase::Lost;
+    s.lose(1);
     s.pod(0).deletion = Some(at(-10));
     let p = plan(&s, T0);
     assert_eq!(
@@ -805,7 +805,7 @@ fn r1_terminating_claim_releases_its_pod() {
 #[test]
 fn r2_lost_claim_starts_a_handoff_even_with_two_members_down() {
     let mut s = persistent(3);
-    s.claim(1).phase = ClaimPhase::Lost;
+    s.lose(1);
     s.down(1, at(-1));
     s.down(2, at(-1));
     let p = plan(&s, T0);
@@ -833,7 +833,7 @@ fn r2_lost_claim_starts_a_handoff_even_with_two_members_down() {
 #[test]
 fn r2_lost_claim_waits_for_a_live_pod() {
     let mut s = persistent(3);
-    s.claim(1).phase = ClaimPhase::Lost;
+    s.lose(1);
     s.remove_pod(1);
     let p = plan(&s, T0);
     assert_eq!(p.action, None);
@@ -943,10 +943,10 @@ fn r4_absorb_window_schedules_a_wake_up() {
 #[test]
 fn r5_no_fresh_disk_until_the_statefulset_caught_up_and_every_other_member_is_decided() {
     let mut unobserved = persistent(3);
-    unobserved.claim(1).phase = ClaimPhase::Lost;
+    unobserved.lose(1);
     unobserved.sts().generation = 5;
     let mut undecided = persistent(3);
-    undecided.claim(1).phase = ClaimPhase::Lost;
+    undecided.lose(1);
     undecided.pod(2).node_name = None;
     for s in [unobserved, undecided] {
         let p = plan(&s, T0);
@@ -1058,7 +1058,7 @@ fn one_action_even_when_many_rules_apply() {
     let mut s = persistent(4);
     s.fleet.members = Some(2);
     s.pod(0).deletion = Some(at(-10));
-    s.claim(1).phase = ClaimPhase::Lost;
+    s.lose(1);
     s.claim(2).deletion = Some(at(-1));
     s.down(3, at(-30));
     let p = plan(&s, T0);
@@ -1071,7 +1071,7 @@ fn one_action_even_when_many_rules_apply() {
 fn a_plan_never_writes_the_workload_and_a_disk_together() {
     let mut s = persistent(3);
     s.fleet.members = Some(4);
-    s.claim(1).phase = ClaimPhase::Lost;
+    s.lose(1);
     let p = plan(&s, T0);
     assert!(matches!(p.action, Some(Action::SetReplicas { .. })));
     // The next call, before the StatefulSet observed the write: no fresh disk.

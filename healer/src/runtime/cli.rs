@@ -90,6 +90,12 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub absorb_window: Duration,
 
+    /// How long a claim must stay Lost before its member gets a fresh disk (a restore
+    /// can bring claims back before their volumes). Checked again on a fresh read from
+    /// the API server just before the handoff.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub lost_claim_confirmation: Duration,
+
     /// Watch and heal fleets in this namespace only (default: every namespace; the RBAC
     /// of the install bundle is cluster-wide).
     #[arg(long, value_name = "NAMESPACE", env = "CELLD_HEALER_NAMESPACE")]
@@ -152,6 +158,7 @@ impl Args {
             force_delete_margin: span(self.force_delete_margin),
             absorb_window: span(self.absorb_window),
             fresh_disk_age: span(self.fresh_disk_age),
+            lost_confirmation: span(self.lost_claim_confirmation),
         };
         if self.allow_short_delays {
             let mut probe = config.clone();

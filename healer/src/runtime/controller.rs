@@ -51,15 +51,17 @@ use tracing::{debug, info, warn};
 use super::act::{self, ActError, Actor};
 use super::cli::HaltPoint;
 use super::events::Events;
+use super::fresh::{self, Gathered};
 use super::http::Health;
 use super::infra::Verifier;
 use super::leader::Gate;
 use super::members::Observer;
 use super::metrics::{Metrics, ResourceLabel};
 use crate::config::Config;
-use crate::observe::{self, Inputs, WorkloadObject};
+use crate::confirm::{self, Confirmation};
+use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
 use crate::plan::{Action, Plan};
-use crate::snapshot::CapacitySignal;
+use crate::snapshot::{CapacitySignal, Snapshot};
 use crate::time::Timestamp;
 
 /// What the controller needs.
@@ -217,6 +219,10 @@ struct Ctx {
     observer: Arc<Observer>,
     /// Application observation interval (zero: off).
     application_interval: Duration,
+    /// Claim uid -> when this process first saw it Lost (without a break since).
+    lost: Mutex<HashMap<String, Timestamp>>,
+    /// The last report of ignored objects per fleet (reported once per change).
+    ignored: Mutex<HashMap<ObjectRef<CelldFleet>, Vec<String>>>,
     /// Asks for a reconcile of a fleet (a finished application observation).
     poke: tokio::sync::mpsc::UnboundedSender<ObjectRef<CelldFleet>>,
 }
@@ -235,6 +241,9 @@ pub enum ReconcileError {
     /// The status patch failed.
     #[error("status patch failed: {0}")]
     Status(#[source] kube::Error),
+    /// The fresh read that must precede a destructive write failed (nothing written).
+    #[error("fresh read before a destructive write failed: {0}")]
+    FreshRead(#[source] kube::Error),
 }
 
 fn now() -> Timestamp {
@@ -405,6 +414,8 @@ impl Controller {
             unreadable: Mutex::new(HashMap::new()),
             observer: Arc::new(Observer::default()),
             application_interval: s.application_interval,
+            lost: Mutex::new(HashMap::new()),
+            ignored: Mutex::new(HashMap::new()),
             poke: poke_tx,
         });
         let poked =
@@ -566,14 +577,6 @@ fn error_policy(fleet: Arc<CelldFleet>, err: &ReconcileError, ctx: Arc<Ctx>) -> 
 }
 
 /// Everything of one fleet from the caches, cloned (the caches keep changing).
-struct Gathered {
-    workload_sts: Option<Arc<StatefulSet>>,
-    workload_dep: Option<Arc<Deployment>>,
-    pods: Vec<Pod>,
-    claims: Vec<PersistentVolumeClaim>,
-    replica_sets: Vec<ReplicaSet>,
-}
-
 fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     let ns = fleet.metadata.namespace.as_deref();
     let name = fleet.metadata.name.as_deref().unwrap_or_default();
@@ -652,6 +655,135 @@ fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     }
 }
 
+/// The snapshot of one fleet from gathered objects (caches or a fresh read).
+fn snapshot_of(
+    ctx: &Ctx,
+    fleet: &CelldFleet,
+    g: &Gathered,
+    now: Timestamp,
+) -> Result<Snapshot, ObserveError> {
+    let workload = if fleet.spec.is_stateful_set() {
+        g.workload_sts
+            .as_deref()
+            .map(WorkloadObject::StatefulSet)
+            .or(g.workload_dep.as_deref().map(WorkloadObject::Deployment))
+    } else {
+        g.workload_dep
+            .as_deref()
+            .map(WorkloadObject::Deployment)
+            .or(g.workload_sts.as_deref().map(WorkloadObject::StatefulSet))
+    };
+    let svc_ns = fleet.metadata.namespace.clone().unwrap_or_default();
+    let infrastructure = ctx.infra.verify(fleet, |n| {
+        ctx.stores
+            .services
+            .get(&ObjectRef::new(n).within(&svc_ns))
+            .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
+    });
+    let zones = BTreeMap::new();
+    let capacity = CapacitySignal::default();
+    let all = ctx.stores.fleets.state();
+    let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
+    let lost_since = track_lost(&ctx.lost, &g.claims, now);
+    observe::snapshot(Inputs {
+        fleet,
+        workload,
+        pods: &g.pods,
+        claims: &g.claims,
+        replica_sets: &g.replica_sets,
+        node_zones: &zones,
+        infrastructure: &infrastructure,
+        capacity: &capacity,
+        identity_conflict: owner.as_deref(),
+        lost_since: &lost_since,
+    })
+}
+
+/// Remembers when each Lost claim was first seen Lost (forgotten once it is not), and
+/// returns the entries of these claims.
+fn track_lost(
+    lost: &Mutex<HashMap<String, Timestamp>>,
+    claims: &[PersistentVolumeClaim],
+    now: Timestamp,
+) -> BTreeMap<String, Timestamp> {
+    let mut map = lost.lock().expect("lost claims");
+    let mut out = BTreeMap::new();
+    for c in claims {
+        let Some(uid) = c.metadata.uid.clone() else {
+            continue;
+        };
+        if c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
+            let since = *map.entry(uid.clone()).or_insert(now);
+            out.insert(uid, since);
+        } else {
+            map.remove(&uid);
+        }
+    }
+    out
+}
+
+/// Reads the fleet fresh from the API server, decides again and compares (see
+/// `crate::confirm`). Also returns the fresh Pod a confirmed handoff step needs.
+async fn confirm_fresh(
+    ctx: &Ctx,
+    fleet: &CelldFleet,
+    action: &Action,
+    now: Timestamp,
+) -> Result<(Confirmation, Option<Arc<Pod>>, Option<Plan>), kube::Error> {
+    ctx.metrics.fresh_reads.inc();
+    let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
+        return Ok((
+            Confirmation::Hold("the CelldFleet is gone from the API server".into()),
+            None,
+            None,
+        ));
+    };
+    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, now) {
+        Ok(s) => s,
+        Err(e) => return Ok((Confirmation::Hold(e.to_string()), None, None)),
+    };
+    let plan = crate::decide(&snapshot, now, &ctx.config);
+    let c = confirm::confirm(action, &plan);
+    let pod_name = match &c {
+        Confirmation::Confirmed(a) | Confirmation::Instead(a) => match a {
+            Action::StartHandoff(h) => Some(h.pod.clone()),
+            Action::ReleaseHandoff { name, .. } | Action::AbortHandoff { name, .. } => {
+                Some(name.clone())
+            }
+            _ => None,
+        },
+        Confirmation::Hold(_) => None,
+    };
+    let pod = pod_name.and_then(|n| {
+        g.pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(n.as_str()))
+            .cloned()
+            .map(Arc::new)
+    });
+    Ok((c, pod, Some(plan)))
+}
+
+/// Logs and records an Event when the objects `decide` ignored changed.
+async fn report_ignored(ctx: &Ctx, key: &ObjectRef<CelldFleet>, fleet: &CelldFleet, plan: &Plan) {
+    let changed = {
+        let mut map = ctx.ignored.lock().expect("ignored");
+        if plan.ignored.is_empty() {
+            map.remove(key);
+            false
+        } else {
+            map.insert(key.clone(), plan.ignored.clone()).as_ref() != Some(&plan.ignored)
+        }
+    };
+    if changed {
+        let msg = format!("Ignored, never acted on: {}", plan.ignored.join("; "));
+        warn!(fleet = %key, ignored = ?plan.ignored, "objects outside the member range are ignored");
+        ctx.events
+            .publish(fleet, true, "ObjectsIgnored", "Report", msg)
+            .await;
+    }
+}
+
 /// Turns `wake_at` into the controller's next step, remembering it for the lag metric.
 fn next_step(
     ctx: &Ctx,
@@ -687,36 +819,8 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
     let g = gather(&ctx.stores, &fleet);
-    let workload = if fleet.spec.is_stateful_set() {
-        g.workload_sts
-            .as_deref()
-            .map(WorkloadObject::StatefulSet)
-            .or(g.workload_dep.as_deref().map(WorkloadObject::Deployment))
-    } else {
-        g.workload_dep
-            .as_deref()
-            .map(WorkloadObject::Deployment)
-            .or(g.workload_sts.as_deref().map(WorkloadObject::StatefulSet))
-    };
-    let svc_ns = fleet.metadata.namespace.clone().unwrap_or_default();
-    let infrastructure = ctx.infra.verify(&fleet, |n| {
-        ctx.stores
-            .services
-            .get(&ObjectRef::new(n).within(&svc_ns))
-            .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
-    });
-    let zones = BTreeMap::new();
-    let capacity = CapacitySignal::default();
-    let snapshot = match observe::snapshot(Inputs {
-        fleet: &fleet,
-        workload,
-        pods: &g.pods,
-        claims: &g.claims,
-        replica_sets: &g.replica_sets,
-        node_zones: &zones,
-        infrastructure: &infrastructure,
-        capacity: &capacity,
-    }) {
+    let now = now();
+    let snapshot = match snapshot_of(&ctx, &fleet, &g, now) {
         Ok(s) => s,
         Err(e) => {
             ctx.metrics.reconcile("unobservable");
@@ -738,17 +842,51 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
         }
     };
     ctx.unreadable.lock().expect("unreadable").remove(&key);
-    let now = now();
     let started = std::time::Instant::now();
     let mut plan = crate::decide(&snapshot, now, &ctx.config);
     ctx.metrics
         .decide_seconds
         .observe(started.elapsed().as_secs_f64());
     let due = ctx.wakes.lock().expect("wakes").get(&key).copied();
+    report_ignored(&ctx, &key, &fleet, &plan).await;
+
+    // A destructive write is made only if `decide` reaches it again on a fresh read
+    // from the API server (see `crate::confirm`); the write then carries the fresh
+    // preconditions, and the fresh Pod for a handoff.
+    let mut fresh_pod = None;
+    if let Some(action) = plan.action.clone()
+        && confirm::needs_confirmation(&action)
+    {
+        match confirm_fresh(&ctx, &fleet, &action, now).await {
+            Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, _)) => {
+                if a != action {
+                    info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");
+                }
+                plan.action = Some(a);
+                fresh_pod = pod;
+            }
+            Ok((Confirmation::Hold(why), _, fresh_plan)) => {
+                ctx.metrics.action(act::kind(&action), "unconfirmed");
+                ctx.metrics.reconcile("unconfirmed");
+                info!(fleet = %key, rule = plan.rule, action = ?action, why = %why, "not confirmed on a fresh read: no write");
+                // Report what the fresh read shows, and look again once the caches had
+                // time to catch up.
+                if let Some(p) = fresh_plan {
+                    write_status(&ctx, &fleet, &p).await?;
+                }
+                return Ok(KAction::requeue(Duration::from_secs(5)));
+            }
+            Err(e) => {
+                ctx.metrics.reconcile("error");
+                ctx.metrics.error("fresh_read");
+                return Err(ReconcileError::FreshRead(e));
+            }
+        }
+    }
 
     if let Some(action) = &plan.action {
         let kind = act::kind(action);
-        let pod = pod_named(&ctx.stores, &fleet, action);
+        let pod = fresh_pod.or_else(|| pod_named(&ctx.stores, &fleet, action));
         let actor = Actor {
             client: &ctx.client,
             fleet: &fleet,
@@ -812,8 +950,21 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
     }
 
     let app_next = application(&ctx, &key, &fleet, &g, &mut plan);
-    write_status(&ctx, &fleet, &plan).await?;
-    let step = next_step(&ctx, &key, plan.wake_at, now);
+    // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
+    // the status follows from the reconcile its watch event triggers.
+    let fleet_written = matches!(
+        plan.action,
+        Some(Action::AddFleetFinalizer { .. } | Action::RemoveFleetFinalizer { .. })
+    );
+    if !fleet_written {
+        write_status(&ctx, &fleet, &plan).await?;
+    }
+    let mut step = next_step(&ctx, &key, plan.wake_at, now);
+    if plan.rule == "V2" && plan.wake_at.is_none() {
+        // A fleet blocked by an older one with its identity has no event of its own
+        // when that fleet goes: look again now and then (cache only, no request).
+        step = KAction::requeue(Duration::from_secs(30));
+    }
     Ok(match app_next {
         Some(d)
             if plan
@@ -969,7 +1120,13 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         let old_v = serde_json::to_value(&old).unwrap_or(Value::Null);
         let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
         if let Some(diff) = merge_diff(&old_v, &new_v) {
-            let body = serde_json::json!({ "status": diff });
+            // The resourceVersion the status was computed from is a precondition: a
+            // replica deposed since it read the fleet (or one with a lagging cache)
+            // gets a conflict instead of overwriting a newer status.
+            let body = serde_json::json!({
+                "metadata": {"resourceVersion": fleet.metadata.resource_version},
+                "status": diff,
+            });
             let api: Api<CelldFleet> = Api::namespaced(
                 ctx.client.clone(),
                 fleet.metadata.namespace.as_deref().unwrap_or_default(),
@@ -987,6 +1144,7 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
                 ctx.metrics.error("status");
                 ReconcileError::Status(e)
             })?;
+            ctx.metrics.status_writes.inc();
         }
     }
     // A change of Blocked: its status flipped, or it stays True for another reason.
@@ -1019,6 +1177,19 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         .map(|f| ObjectRef::from_obj(&**f))
         .collect();
     blocked.retain(|k, _| live.contains(k));
+    {
+        let mut lost = ctx.lost.lock().expect("lost claims");
+        if !lost.is_empty() {
+            let claims: std::collections::HashSet<String> = ctx
+                .stores
+                .claims
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.uid.clone())
+                .collect();
+            lost.retain(|uid, _| claims.contains(uid));
+        }
+    }
     ctx.observer.retain(&live);
     ctx.metrics
         .blocked_fleets

@@ -81,6 +81,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Watch health.
     pub watch_healthy: Family<ResourceLabel, Gauge>,
+    /// Fresh reads made to confirm a destructive write.
+    pub fresh_reads: Counter,
+    /// Status patches sent (each with the fleet's resourceVersion as precondition).
+    pub status_writes: Counter,
     /// Serializes encoding.
     encode_lock: Mutex<()>,
 }
@@ -104,6 +108,18 @@ impl Metrics {
         let api_requests = Family::<RequestLabels, Counter>::default();
         let leader = Gauge::default();
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
+        let fresh_reads = Counter::default();
+        let status_writes = Counter::default();
+        registry.register(
+            "celld_healer_status_writes",
+            "Status patches sent, each guarded by the resourceVersion it was computed from",
+            status_writes.clone(),
+        );
+        registry.register(
+            "celld_healer_fresh_reads",
+            "Fresh reads of a fleet from the API server, each confirming one destructive write",
+            fresh_reads.clone(),
+        );
         registry.register(
             "celld_healer_reconciles",
             "Reconciles of a fleet, by result",
@@ -156,6 +172,8 @@ impl Metrics {
             api_requests,
             leader,
             watch_healthy,
+            fresh_reads,
+            status_writes,
             encode_lock: Mutex::new(()),
         }
     }

@@ -27,6 +27,7 @@ pub mod act;
 pub mod cli;
 pub mod controller;
 pub mod events;
+pub mod fresh;
 pub mod http;
 pub mod infra;
 pub mod leader;

@@ -1,10 +1,13 @@
 //! The model cluster, its controllers, the fault script and the healer loop.
 
+use std::collections::VecDeque;
+
 use celld_gen::api::labels::{claim_name, member_name};
 use celld_gen::api::{CelldFleetStatus, Profile};
 
 use super::{CONVERGENCE_BOUND, PER_INTERRUPTION, Violation};
 use crate::config::Config;
+use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, ClaimDeletion, HandoffRecord};
 use crate::snapshot::{self as s, CondStatus};
 use crate::time::{Span, Timestamp};
@@ -104,6 +107,8 @@ struct Claim {
     zone: Option<usize>,
     foreign: bool,
     stuck: bool,
+    /// When it became Lost (the healer's first observation, in this model).
+    lost_at: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -128,6 +133,10 @@ struct FleetObj {
     drift: bool,
     status: Option<CelldFleetStatus>,
     gone: bool,
+    /// spec.deletionProtection.
+    protected: bool,
+    /// The live spec is invalid (an edit the API server let through).
+    invalid: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +152,11 @@ enum Fault {
     Pause,
     Drift,
     HandDeletedClaim,
+    /// A claim reported Lost for a while, then Bound again (a restore bringing claims
+    /// back before their volumes).
+    TransientLost,
+    /// The live spec turns invalid for a while.
+    Invalid,
 }
 
 /// Summary of one seed.
@@ -192,10 +206,119 @@ struct Sim {
     delete_fleet_at_end: bool,
     trace: Option<Vec<String>>,
     out: Outcome,
+    /// The healer's caches lag and disagree: each reconcile decides on Pods, claims and
+    /// the workload taken from different recent moments, and confirms destructive
+    /// writes on the fresh state (`crate::confirm`).
+    laggy: bool,
+    /// Recent states the lagging caches are drawn from.
+    views: VecDeque<s::Snapshot>,
+    /// Test only: skip the fresh-read confirmation (the mutation check).
+    skip_confirmation: bool,
+    /// Objects of another fleet with the same identity, and claims at huge ordinals:
+    /// the healer must never write to any of them.
+    decoys: Vec<Decoy>,
+    /// An older fleet carries this fleet's identity: it must get no action but aborts
+    /// and its release.
+    conflicted: bool,
+    /// Lost claims that come back Bound: (when, claim uid).
+    relost: Vec<(i64, u64)>,
+    /// When an invalid spec is fixed.
+    revalid_at: Option<i64>,
+    /// The spec turns invalid right after the next handoff commits.
+    invalid_on_commit: bool,
+    /// When deletion protection is turned off (deliberate deletion after a refusal).
+    unprotect_at: Option<i64>,
+    /// No convergence promise (two faults at once, or a conflicted fleet).
+    safety_only: bool,
+}
+
+/// An object of another fleet that shares the identity, or a claim at a huge ordinal.
+#[derive(Clone, Debug)]
+enum Decoy {
+    Pod(s::Pod),
+    Claim(s::Claim),
+}
+
+impl Decoy {
+    fn uid(&self) -> &str {
+        match self {
+            Decoy::Pod(p) => &p.uid,
+            Decoy::Claim(c) => &c.uid,
+        }
+    }
 }
 
 fn ts(ms: i64) -> Timestamp {
     Timestamp(ms)
+}
+
+/// Another fleet `alpha-1` copied from this one (same identity) with a handoff in
+/// progress on one of its Pods, and claims of ours at ordinals no member can have.
+fn decoys() -> Vec<Decoy> {
+    let mut out = Vec::new();
+    for o in 0..2 {
+        out.push(Decoy::Pod(s::Pod {
+            name: format!("{FLEET}-1-{o}"),
+            uid: format!("decoy-pod-{o}"),
+            resource_version: "1".into(),
+            identity: Some(ID.into()),
+            controller: Some(s::Controller {
+                kind: "StatefulSet".into(),
+                name: format!("{FLEET}-1"),
+                uid: "decoy-sts".into(),
+            }),
+            created: ts(START - 3_600_000),
+            deletion: None,
+            node_name: Some("node-0".into()),
+            zone: None,
+            phase: s::PodPhase::Running,
+            ready: Some(s::Cond {
+                status: CondStatus::False,
+                since: Some(ts(START - 3_600_000)),
+            }),
+            unschedulable: None,
+            config_wait: None,
+            crash_loop_backoff: false,
+            last_container_exit: None,
+            replacement_finalizer: o == 0,
+            replacement_index: (o == 0).then(|| ID.into()),
+            record: (o == 0).then(|| {
+                s::RecordState::Valid(HandoffRecord {
+                    identity: ID.into(),
+                    claim_uid: "decoy-claim-0".into(),
+                    claim_resource_version: "1".into(),
+                    committed: false,
+                })
+            }),
+            force_deleted: false,
+            other_finalizers: Vec::new(),
+        }));
+        out.push(Decoy::Claim(s::Claim {
+            name: format!("data-{FLEET}-1-{o}"),
+            uid: format!("decoy-claim-{o}"),
+            resource_version: "1".into(),
+            identity: Some(ID.into()),
+            has_owner_references: false,
+            created: ts(START - 3_600_000),
+            deletion: None,
+            phase: s::ClaimPhase::Lost,
+            lost_since: Some(ts(START - 3_600_000)),
+        }));
+    }
+    for (i, o) in ["50000000", "4294967296", "100"].iter().enumerate() {
+        out.push(Decoy::Claim(s::Claim {
+            name: format!("data-{FLEET}-{o}"),
+            uid: format!("decoy-huge-{i}"),
+            resource_version: "1".into(),
+            identity: Some(ID.into()),
+            has_owner_references: false,
+            created: ts(START - 3_600_000),
+            deletion: None,
+            phase: s::ClaimPhase::Bound,
+            lost_since: None,
+        }));
+    }
+    out
 }
 
 impl Sim {
@@ -226,6 +349,8 @@ impl Sim {
                 drift: false,
                 status: None,
                 gone: false,
+                protected: false,
+                invalid: false,
             },
             next_uid: 1000,
             next_rv: 10,
@@ -246,11 +371,27 @@ impl Sim {
             delete_fleet_at_end: false,
             trace: trace.then(Vec::new),
             out: Outcome::default(),
+            laggy: false,
+            views: VecDeque::new(),
+            skip_confirmation: false,
+            decoys: Vec::new(),
+            conflicted: false,
+            relost: Vec::new(),
+            revalid_at: None,
+            invalid_on_commit: false,
+            unprotect_at: None,
+            safety_only: false,
         };
         sim.fleet.finalizer = !sim.rng.chance(10);
         sim.faults_left = sim.rng.range(2, 4) as u32;
         sim.double = sim.rng.chance(20);
         sim.delete_fleet_at_end = sim.rng.chance(20);
+        sim.laggy = sim.rng.chance(30);
+        sim.conflicted = sim.rng.chance(5);
+        sim.safety_only = sim.double || sim.conflicted;
+        if sim.rng.chance(30) {
+            sim.decoys = decoys();
+        }
         sim.next_fault_at = START + sim.rng.range(10, 30) * 60_000;
         // A settled fleet: members ready for an hour on disks older than their Pods.
         let uid = sim.uid();
@@ -276,6 +417,7 @@ impl Sim {
                 zone: Some(sim.nodes[node].zone),
                 foreign: false,
                 stuck: false,
+                lost_at: None,
             });
             let puid = sim.uid();
             sim.pods.push(Pod {
@@ -314,6 +456,7 @@ impl Sim {
                 zone: Some(0),
                 foreign: true,
                 stuck: false,
+                lost_at: None,
             });
         }
         sim
@@ -397,6 +540,7 @@ impl Sim {
                             zone: None,
                             foreign: false,
                             stuck: false,
+                            lost_at: None,
                         });
                         uid
                     }
@@ -689,6 +833,8 @@ impl Sim {
             Fault::Pause,
             Fault::Drift,
             Fault::HandDeletedClaim,
+            Fault::TransientLost,
+            Fault::Invalid,
         ];
         let f = kinds[self.rng.below(kinds.len() as u64) as usize];
         let n = self.fleet.members.max(1) as u32;
@@ -731,6 +877,7 @@ impl Sim {
                 let rv = self.rv();
                 if f == Fault::VolumeLost {
                     self.claims[ci].phase = Phase::Lost;
+                    self.claims[ci].lost_at = Some(self.now);
                 } else {
                     self.claims[ci].stuck = true;
                 }
@@ -788,6 +935,41 @@ impl Sim {
                 self.undrift_at = Some(t);
                 end = t;
             }
+            Fault::TransientLost => {
+                let Some(ci) = self.claim_idx(ord).filter(|&c| !self.claims[c].foreign) else {
+                    return;
+                };
+                if self.claims[ci].phase != Phase::Bound || self.claims[ci].deletion.is_some() {
+                    return;
+                }
+                let rv = self.rv();
+                let cuid = self.claims[ci].uid;
+                self.claims[ci].phase = Phase::Lost;
+                self.claims[ci].lost_at = Some(self.now);
+                self.claims[ci].rv = rv;
+                // Back within 10 s to 2.5 min: inside and past the confirmation window.
+                let t = self.now + self.rng.range(10, 150) * 1000;
+                self.relost.push((t, cuid));
+                end = t;
+                if let Some(i) = self
+                    .pod_idx(ord)
+                    .filter(|&i| self.pods[i].claim_uid == cuid)
+                {
+                    self.fail_pod(i, Container::NoDisk);
+                }
+            }
+            Fault::Invalid if self.rng.chance(50) => {
+                // Armed: the spec turns invalid right after the next handoff commits, so
+                // a committed handoff meets rule H2 (abort, keep the disk).
+                self.invalid_on_commit = true;
+            }
+            Fault::Invalid => {
+                self.fleet.invalid = true;
+                self.fleet.rv = self.rv();
+                let t = self.now + self.rng.range(60, 1_200) * 1000;
+                self.revalid_at = Some(t);
+                end = t;
+            }
             Fault::HandDeletedClaim => {
                 let Some(ci) = self.claim_idx(ord).filter(|&c| !self.claims[c].foreign) else {
                     return;
@@ -811,6 +993,32 @@ impl Sim {
         }
         self.fault_end = self.fault_end.max(end);
         self.kick();
+    }
+
+    /// Between two handoff steps the member recovers: a Lost disk is Bound again, or a
+    /// down Pod turns ready.
+    fn recover_between_steps(&mut self, i: usize) {
+        let cuid = self.pods[i].claim_uid;
+        if let Some(ci) = self
+            .claims
+            .iter()
+            .position(|c| c.uid == cuid && c.phase == Phase::Lost)
+        {
+            let rv = self.rv();
+            self.claims[ci].phase = Phase::Bound;
+            self.claims[ci].lost_at = None;
+            self.claims[ci].rv = rv;
+        }
+        if !self.pods[i].ready && self.pods[i].node.is_some_and(|n| self.nodes[n].up) {
+            let rv = self.rv();
+            let now = self.now;
+            let p = &mut self.pods[i];
+            p.ready = true;
+            p.ready_cond = Some(now);
+            p.container = Container::Ready;
+            p.rv = rv;
+        }
+        self.log(|| "the member recovered between two handoff steps".into());
     }
 
     fn fail_pod(&mut self, i: usize, c: Container) {
@@ -883,6 +1091,48 @@ impl Sim {
             self.log(|| "unpaused".into());
             self.kick();
         }
+        let mut i = 0;
+        while i < self.relost.len() {
+            if self.relost[i].0 <= now {
+                let (_, cuid) = self.relost.remove(i);
+                if let Some(ci) = self
+                    .claims
+                    .iter()
+                    .position(|c| c.uid == cuid && c.phase == Phase::Lost)
+                {
+                    let rv = self.rv();
+                    self.claims[ci].phase = Phase::Bound;
+                    self.claims[ci].lost_at = None;
+                    self.claims[ci].rv = rv;
+                    self.log(|| "a Lost claim is Bound again".into());
+                    for k in 0..self.pods.len() {
+                        if self.pods[k].claim_uid == cuid
+                            && self.pods[k].container == Container::NoDisk
+                        {
+                            let d = self.rng.range(5_000, 60_000);
+                            self.pods[k].container = Container::Starting(now + d);
+                        }
+                    }
+                    self.kick();
+                }
+            } else {
+                i += 1;
+            }
+        }
+        if self.revalid_at.is_some_and(|t| t <= now) {
+            self.revalid_at = None;
+            self.fleet.invalid = false;
+            self.fleet.rv = self.rv();
+            self.log(|| "spec fixed".into());
+            self.kick();
+        }
+        if self.unprotect_at.is_some_and(|t| t <= now) {
+            self.unprotect_at = None;
+            self.fleet.protected = false;
+            self.fleet.rv = self.rv();
+            self.log(|| "deletion protection turned off".into());
+            self.kick();
+        }
         if self.undrift_at.is_some_and(|t| t <= now) {
             self.undrift_at = None;
             self.fleet.drift = false;
@@ -928,7 +1178,7 @@ impl Sim {
             }
         });
         let sts_uid = self.sts.as_ref().map_or(0, |s| s.uid);
-        let pods = self
+        let pods: Vec<s::Pod> = self
             .pods
             .iter()
             .map(|p| s::Pod {
@@ -969,9 +1219,11 @@ impl Sim {
                 replacement_finalizer: p.fin,
                 replacement_index: p.index.then(|| ID.into()),
                 record: p.record.clone().map(s::RecordState::Valid),
+                force_deleted: false,
+                other_finalizers: Vec::new(),
             })
             .collect();
-        let claims = self
+        let mut claims: Vec<s::Claim> = self
             .claims
             .iter()
             .map(|c| s::Claim {
@@ -987,8 +1239,16 @@ impl Sim {
                     Phase::Bound => s::ClaimPhase::Bound,
                     Phase::Lost => s::ClaimPhase::Lost,
                 },
+                lost_since: c.lost_at.map(ts),
             })
             .collect();
+        let mut pods: Vec<s::Pod> = pods;
+        for d in &self.decoys {
+            match d {
+                Decoy::Pod(p) => pods.push(p.clone()),
+                Decoy::Claim(c) => claims.push(c.clone()),
+            }
+        }
         s::Snapshot {
             fleet: s::Fleet {
                 name: FLEET.into(),
@@ -1004,6 +1264,13 @@ impl Sim {
                 termination_grace_seconds: GRACE / 1000,
                 paused: self.fleet.paused,
                 deleting: self.fleet.deleting,
+                deletion_protected: self.fleet.protected,
+                identity_conflict: self.conflicted.then(|| "apps/original".into()),
+                invalid: if self.fleet.invalid {
+                    vec!["spec.members: out of range (expected 1..100)".into()]
+                } else {
+                    Vec::new()
+                },
                 has_finalizer: self.fleet.finalizer,
                 capacity: None,
                 previous_status: self.fleet.status.clone(),
@@ -1040,9 +1307,34 @@ impl Sim {
         }
     }
 
+    /// What lagging, mutually skewed watch caches show: Pods, claims and the workload
+    /// each taken from one of the last few states (the fleet object is current).
+    fn skewed(&mut self, truth: &s::Snapshot) -> s::Snapshot {
+        self.views.push_back(truth.clone());
+        if self.views.len() > 6 {
+            self.views.pop_front();
+        }
+        let n = self.views.len() as u64;
+        let (a, b, c) = (
+            self.rng.below(n) as usize,
+            self.rng.below(n) as usize,
+            self.rng.below(n) as usize,
+        );
+        let mut v = truth.clone();
+        v.pods = self.views[a].pods.clone();
+        v.claims = self.views[b].claims.clone();
+        v.workload = self.views[c].workload.clone();
+        v
+    }
+
     fn reconcile(&mut self) -> Result<(), Violation> {
         self.out.reconciles += 1;
-        let snap = self.snapshot();
+        let truth = self.snapshot();
+        let snap = if self.laggy {
+            self.skewed(&truth)
+        } else {
+            truth.clone()
+        };
         let now = ts(self.now);
         let plan = crate::decide(&snap, now, &self.cfg);
         self.log(|| {
@@ -1051,12 +1343,29 @@ impl Sim {
                 plan.rule, plan.action, plan.status.conditions[0].message
             )
         });
+        let mut action = plan.action.clone();
+        // The fresh read before a destructive write: `decide` again on the true state.
+        if let Some(a) = &action
+            && confirm::needs_confirmation(a)
+            && !self.skip_confirmation
+        {
+            let fresh = crate::decide(&truth, now, &self.cfg);
+            match confirm::confirm(a, &fresh) {
+                Confirmation::Confirmed(x) | Confirmation::Instead(x) => action = Some(x),
+                Confirmation::Hold(why) => {
+                    self.log(|| format!("healer: not confirmed on the fresh read: {why}"));
+                    self.heal_at = Some(self.now + 1_000);
+                    return Ok(());
+                }
+            }
+        }
         let mut destructive = 0;
         let mut ok = true;
-        if let Some(a) = &plan.action {
+        if let Some(a) = &action {
             if a.is_destructive() {
                 destructive += 1;
             }
+            self.check_allowed(a)?;
             ok = self.act(a)?;
         }
         if destructive > 1 {
@@ -1078,6 +1387,12 @@ impl Sim {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if self.laggy && snap != truth {
+            // The lagging watch delivers the newer state a little later, and that event
+            // triggers another reconcile.
+            let t = self.now + self.rng.range(1_000, 10_000);
+            self.heal_at = Some(self.heal_at.map_or(t, |h| h.min(t)));
+        }
         Ok(())
     }
 
@@ -1207,6 +1522,11 @@ impl Sim {
                 if self.pods[i].rv.to_string() != h.pod_resource_version {
                     return conflict(self, "pod rv");
                 }
+                // The decision was confirmed on the fresh state, now: it must be justified
+                // by that state (the runtime's fresh read precedes step 1 by moments).
+                let ord = self.pods[i].ord;
+                self.check_fresh_disk_justified(ord)?;
+                self.check_zone_safety(ord, "committing a handoff")?;
                 // 1. prepare
                 let rec = h.record.clone();
                 fate!({
@@ -1217,10 +1537,17 @@ impl Sim {
                     p.record = Some(rec.clone());
                     p.rv = rv;
                 });
-                // 2. the guarded delete: the commit point. Check the invariants here.
-                let ord = self.pods[i].ord;
-                self.check_fresh_disk_justified(ord)?;
-                self.check_zone_safety(ord, "committing a handoff")?;
+                let prepared_rv = self.pods[i].rv;
+                // The member may recover between two steps (its disk Bound again, or its
+                // Pod ready): the guarded delete carries the rv step 1 returned, so it
+                // fails, and the uncommitted record is aborted (the disk is kept).
+                if self.rng.chance(10) {
+                    self.recover_between_steps(i);
+                }
+                if self.pods[i].rv != prepared_rv {
+                    return conflict(self, "pod changed since the prepare");
+                }
+                // 2. the guarded delete: the commit point.
                 fate!(self.delete_pod(i, GRACE));
                 // 3. commit, only after an acknowledged delete.
                 let cuid: u64 = h.claim_uid.parse().unwrap();
@@ -1237,6 +1564,14 @@ impl Sim {
                     p.rv = rv;
                     self.out.handoffs += 1;
                 });
+                if std::mem::take(&mut self.invalid_on_commit) {
+                    self.log(|| "the spec turned invalid after the commit".into());
+                    self.fleet.invalid = true;
+                    self.fleet.rv = self.rv();
+                    let t = self.now + self.rng.range(60, 300) * 1000;
+                    self.revalid_at = Some(t);
+                    self.interrupted();
+                }
             }
             Action::DeleteClaim {
                 uid,
@@ -1301,6 +1636,55 @@ impl Sim {
 
     // ---------------------------------------------------------------- invariants
 
+    /// Writes a fleet may never make in its current state, and objects never its own.
+    fn check_allowed(&self, a: &Action) -> Result<(), Violation> {
+        let targets: Vec<&str> = match a {
+            Action::ForceDeletePod { uid, .. }
+            | Action::DeletePod { uid, .. }
+            | Action::ReleaseHandoff { uid, .. }
+            | Action::AbortHandoff { uid, .. }
+            | Action::DeleteClaim { uid, .. } => vec![uid],
+            Action::StartHandoff(h) => vec![&h.pod_uid, &h.claim_uid],
+            _ => Vec::new(),
+        };
+        if let Some(d) = self.decoys.iter().find(|d| targets.contains(&d.uid())) {
+            return Err(Violation(format!(
+                "{a:?} aimed at an object that is not this fleet's: {d:?}"
+            )));
+        }
+        let abort = matches!(a, Action::AbortHandoff { .. });
+        if self.conflicted
+            && !abort
+            && !(self.fleet.deleting && matches!(a, Action::RemoveFleetFinalizer { .. }))
+        {
+            return Err(Violation(format!(
+                "{a:?} for a fleet whose identity belongs to an older fleet"
+            )));
+        }
+        if self.fleet.invalid && !abort {
+            return Err(Violation(format!("{a:?} for a fleet with an invalid spec")));
+        }
+        // (A conflicted fleet's release deletes nothing, protected or not.)
+        if self.fleet.deleting
+            && self.fleet.protected
+            && !self.conflicted
+            && matches!(
+                a,
+                Action::DeleteWorkload { .. }
+                    | Action::DeleteClaim {
+                        purpose: ClaimDeletion::FleetDeletion,
+                        ..
+                    }
+                    | Action::RemoveFleetFinalizer { .. }
+            )
+        {
+            return Err(Violation(format!(
+                "{a:?} while the fleet's deletion protection is on"
+            )));
+        }
+        Ok(())
+    }
+
     /// Ground truth, computed here from the model and not with `decide`'s helpers.
     fn down_since(&self, ord: u32) -> Option<i64> {
         match self.pod_idx(ord).map(|i| &self.pods[i]) {
@@ -1323,7 +1707,15 @@ impl Sim {
             )));
         }
         if c.phase == Phase::Lost {
-            return Ok(());
+            // Only a claim Lost for the whole confirmation window.
+            let window = self.cfg.lost_confirmation.millis();
+            return match c.lost_at {
+                Some(t) if t + window <= self.now => Ok(()),
+                _ => Err(Violation(format!(
+                    "handoff of {} whose claim is Lost for less than the confirmation window",
+                    claim_name(FLEET, ord)
+                ))),
+            };
         }
         let n = self.sts.as_ref().map_or(0, |s| s.replicas) as u32;
         let delay = self.cfg.replacement_delay.millis();
@@ -1510,9 +1902,14 @@ impl Sim {
         for &(x, _, _) in &self.fixes {
             m(x);
         }
+        for &(x, _) in &self.relost {
+            m(x);
+        }
         for x in [
             self.unpause_at,
             self.undrift_at,
+            self.revalid_at,
+            self.unprotect_at,
             self.foreign_gone_at,
             self.converge_by,
         ]
@@ -1549,6 +1946,8 @@ impl Sim {
             // The fault script.
             let calm = self.fixes.is_empty()
                 && self.node_back.is_empty()
+                && self.relost.is_empty()
+                && self.revalid_at.is_none()
                 && self.unpause_at.is_none()
                 && self.undrift_at.is_none()
                 && self.foreign_gone_at.is_none();
@@ -1571,9 +1970,12 @@ impl Sim {
                     self.faults_left -= 1;
                     self.fault_end = self.now;
                     self.inject();
-                    if self.double {
-                        // Two faults at once: safety only, no convergence promise.
-                        self.inject();
+                    if self.safety_only {
+                        // Two faults at once, or a fleet that may not act: safety only,
+                        // no convergence promise.
+                        if self.double {
+                            self.inject();
+                        }
                         self.next_fault_at = self.now + 3 * 3_600_000;
                         self.faults_left = 0;
                     } else {
@@ -1582,6 +1984,14 @@ impl Sim {
                 } else if self.delete_fleet_at_end && !self.fleet.deleting {
                     self.log(|| "DELETE the fleet".into());
                     self.fleet.deleting = true;
+                    // Without a finalizer the API server removes it at once.
+                    self.fleet.gone = !self.fleet.finalizer;
+                    // Half the deletions meet deletion protection, which an operator
+                    // turns off after a while (deliberate deletion).
+                    if self.rng.chance(50) {
+                        self.fleet.protected = true;
+                        self.unprotect_at = Some(self.now + self.rng.range(5, 60) * 60_000);
+                    }
                     self.fleet.rv = self.rv();
                     self.kick();
                     self.next_fault_at = i64::MAX;
@@ -1590,16 +2000,20 @@ impl Sim {
                 }
             }
         }
-        if self.fleet.deleting {
+        if self.fleet.deleting && !self.conflicted {
             return Err(Violation("fleet deletion did not finish".into()));
         }
-        if self.double {
+        if self.safety_only {
             return Ok(());
         }
         Err(Violation(format!("no end after {MAX_STEPS} steps")))
     }
 
     fn check_deleted(&self) -> Result<(), Violation> {
+        if self.conflicted {
+            // Released without deleting anything (every write was checked in `act`).
+            return Ok(());
+        }
         if self.sts.is_some() || !self.pods.is_empty() {
             return Err(Violation(
                 "fleet released before its workload and Pods went".into(),

@@ -1,0 +1,156 @@
+//! Confirming a destructive decision on a fresh read.
+//!
+//! `decide` normally runs on the watch caches, which may lag or disagree with each other
+//! (one watch stalled, another current). A write that removes something (a claim, a Pod,
+//! the workload, a member by contraction) is therefore made only after the runtime has
+//! read every object of the fleet again from the API server, run `decide` on that fresh
+//! snapshot, and found the same rule aimed at the same objects. The write then carries
+//! the fresh preconditions. When the fresh decision differs, the cached one is dropped:
+//! the fresh one is made instead if it destroys nothing (an abort, keeping the disk, for
+//! example), and otherwise nothing is written until the caches catch up.
+//!
+//! Pure, so the simulation runs exactly this comparison against its lagging views.
+
+use crate::plan::{Action, Plan};
+
+/// What to do with a cached decision after the fresh read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The fresh decision is the same write on the same objects: make it, with the
+    /// fresh preconditions it carries.
+    Confirmed(Action),
+    /// The fresh decision is a different write that destroys nothing: make that instead.
+    Instead(Action),
+    /// No write: the fresh read does not justify the cached one (why, for the log).
+    Hold(String),
+}
+
+/// Whether `action` must be confirmed on a fresh read before it is made: every write
+/// that removes something, growth (a fresh-disk run must not start while the scheduler
+/// has not decided a member the caches show as placed) and the fleet's release (which
+/// must not happen while a claim the caches no longer show is still there).
+pub fn needs_confirmation(action: &Action) -> bool {
+    action.is_destructive()
+        || matches!(
+            action,
+            Action::SetReplicas { .. } | Action::RemoveFleetFinalizer { .. }
+        )
+}
+
+/// Compares the cached decision with the plan `decide` made on the fresh snapshot.
+pub fn confirm(cached: &Action, fresh: &Plan) -> Confirmation {
+    match &fresh.action {
+        Some(a) if same_target(cached, a) => Confirmation::Confirmed(a.clone()),
+        Some(a) if !a.is_destructive() => Confirmation::Instead(a.clone()),
+        Some(a) => Confirmation::Hold(format!(
+            "the fresh read leads to another destructive write (rule {}, {a:?})",
+            fresh.rule
+        )),
+        None => Confirmation::Hold(format!(
+            "the fresh read justifies no write (rule {})",
+            fresh.rule
+        )),
+    }
+}
+
+/// The same kind of write on the same objects (uids), for the same purpose. Resource
+/// versions may differ: the fresh ones are used.
+fn same_target(a: &Action, b: &Action) -> bool {
+    match (a, b) {
+        (
+            Action::RemoveFleetFinalizer { uid: x, .. },
+            Action::RemoveFleetFinalizer { uid: y, .. },
+        )
+        | (Action::ForceDeletePod { uid: x, .. }, Action::ForceDeletePod { uid: y, .. })
+        | (Action::DeletePod { uid: x, .. }, Action::DeletePod { uid: y, .. })
+        | (Action::DeleteWorkload { uid: x, .. }, Action::DeleteWorkload { uid: y, .. }) => x == y,
+        (Action::StartHandoff(x), Action::StartHandoff(y)) => {
+            x.pod_uid == y.pod_uid && x.claim_uid == y.claim_uid && x.cause == y.cause
+        }
+        (
+            Action::DeleteClaim {
+                uid: x, purpose: p, ..
+            },
+            Action::DeleteClaim {
+                uid: y, purpose: q, ..
+            },
+        ) => x == y && p == q,
+        (
+            Action::SetReplicas {
+                uid: x,
+                from: f1,
+                replicas: r1,
+                ..
+            },
+            Action::SetReplicas {
+                uid: y,
+                from: f2,
+                replicas: r2,
+                ..
+            },
+        ) => x == y && f1 == f2 && r1 == r2,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::decide;
+    use crate::testkit::{Edit, at, persistent};
+
+    fn due_replacement() -> crate::snapshot::Snapshot {
+        let mut s = persistent(3);
+        s.down(1, at(-30));
+        s
+    }
+
+    #[test]
+    fn the_same_handoff_on_the_fresh_read_is_confirmed_with_fresh_preconditions() {
+        let cfg = Config::default();
+        let cached = decide(&due_replacement(), at(0), &cfg);
+        let mut fresh = due_replacement();
+        fresh.pod(1).resource_version = "999".into();
+        let plan = decide(&fresh, at(0), &cfg);
+        let Confirmation::Confirmed(Action::StartHandoff(h)) =
+            confirm(cached.action.as_ref().unwrap(), &plan)
+        else {
+            panic!("not confirmed");
+        };
+        assert_eq!(h.pod_resource_version, "999");
+    }
+
+    #[test]
+    fn a_second_member_down_on_the_fresh_read_holds_the_handoff() {
+        let cfg = Config::default();
+        let cached = decide(&due_replacement(), at(0), &cfg);
+        assert_eq!(cached.rule, "R3");
+        // The cache lagged: member 2 is also down.
+        let mut fresh = due_replacement();
+        fresh.down(2, at(-1));
+        let plan = decide(&fresh, at(0), &cfg);
+        assert!(matches!(
+            confirm(cached.action.as_ref().unwrap(), &plan),
+            Confirmation::Hold(_)
+        ));
+    }
+
+    #[test]
+    fn a_fresh_abort_is_made_instead() {
+        let cfg = Config::default();
+        let mut cached_s = persistent(3);
+        cached_s.hold(1, true);
+        cached_s.pod(1).deletion = Some(at(-1));
+        let cached = decide(&cached_s, at(0), &cfg);
+        assert_eq!(cached.rule, "H3");
+        // The claim changed since the decision (repaired): the fresh plan aborts.
+        let mut fresh = cached_s.clone();
+        fresh.claim(1).resource_version = "1000".into();
+        let plan = decide(&fresh, at(0), &cfg);
+        assert!(matches!(
+            confirm(cached.action.as_ref().unwrap(), &plan),
+            Confirmation::Instead(Action::AbortHandoff { .. })
+        ));
+    }
+}

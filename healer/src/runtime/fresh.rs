@@ -1,0 +1,125 @@
+//! A fleet's objects read straight from the API server, bypassing the watch caches, for
+//! the confirmation every destructive write needs (see `crate::confirm`).
+//!
+//! Only `list` is used (with a `metadata.name` field selector where one object is
+//! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation: one list
+//! each of the CelldFleet, StatefulSets and Deployments named after it, Pods carrying its
+//! identity, Pods held by its handoffs, and the namespace's claims; plus its ReplicaSets
+//! (metadata only) for a Deployment fleet. Unlike the caches, the workloads are read by
+//! name whatever their labels, so an unlabelled workload named like the fleet is seen
+//! before any of its claims could be deleted.
+
+use std::collections::HashSet;
+
+use celld_gen::api::CelldFleet;
+use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client};
+use std::sync::Arc;
+
+/// Everything of one fleet a snapshot is built from (from the caches or fresh).
+pub struct Gathered {
+    /// The StatefulSet named after the fleet.
+    pub workload_sts: Option<Arc<StatefulSet>>,
+    /// The Deployment named after the fleet.
+    pub workload_dep: Option<Arc<Deployment>>,
+    /// Pods carrying the identity, or held by one of its handoffs.
+    pub pods: Vec<Pod>,
+    /// Claims carrying the identity, or at a member name of the fleet.
+    pub claims: Vec<PersistentVolumeClaim>,
+    /// The fleet's ReplicaSets (metadata only; Deployment fleets).
+    pub replica_sets: Vec<ReplicaSet>,
+}
+
+/// Number of list requests one fresh read makes, for the request-cost figures.
+pub fn requests(stateful_set: bool) -> usize {
+    if stateful_set { 6 } else { 7 }
+}
+
+fn by_name(name: &str) -> ListParams {
+    ListParams::default().fields(&format!("metadata.name={name}"))
+}
+
+/// Reads the fleet and its objects from the API server. `Ok(None)` when the CelldFleet
+/// is gone (or was replaced: another uid).
+pub async fn read(
+    client: &Client,
+    fleet: &CelldFleet,
+) -> Result<Option<(CelldFleet, Gathered)>, kube::Error> {
+    let ns = fleet.metadata.namespace.as_deref().unwrap_or_default();
+    let name = fleet.metadata.name.as_deref().unwrap_or_default();
+    let fresh = Api::<CelldFleet>::namespaced(client.clone(), ns)
+        .list(&by_name(name))
+        .await?
+        .items
+        .into_iter()
+        .find(|f| f.metadata.uid == fleet.metadata.uid);
+    let Some(fresh) = fresh else {
+        return Ok(None);
+    };
+    let identity = fresh.spec.identity.clone();
+    let sts = Api::<StatefulSet>::namespaced(client.clone(), ns)
+        .list(&by_name(name))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .map(Arc::new);
+    let dep = Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&by_name(name))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .map(Arc::new);
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    let mut seen = HashSet::new();
+    let mut pods = Vec::new();
+    for key in [IDENTITY, REPLACEMENT_INDEX] {
+        let lp = ListParams::default().labels(&format!("{key}={identity}"));
+        for p in pods_api.list(&lp).await?.items {
+            if seen.insert(p.metadata.uid.clone()) {
+                pods.push(p);
+            }
+        }
+    }
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|c| {
+            let m = &c.metadata;
+            m.labels.as_ref().and_then(|l| l.get(IDENTITY)) == Some(&identity)
+                || m.name
+                    .as_deref()
+                    .is_some_and(|n| claim_ordinal(name, n).is_some())
+        })
+        .collect();
+    let replica_sets = if fresh.spec.is_stateful_set() {
+        Vec::new()
+    } else {
+        Api::<ReplicaSet>::namespaced(client.clone(), ns)
+            .list_metadata(&ListParams::default().labels(&format!("{IDENTITY}={identity}")))
+            .await?
+            .items
+            .into_iter()
+            .map(|r| ReplicaSet {
+                metadata: r.metadata,
+                ..ReplicaSet::default()
+            })
+            .collect()
+    };
+    Ok(Some((
+        fresh,
+        Gathered {
+            workload_sts: sts,
+            workload_dep: dep,
+            pods,
+            claims,
+            replica_sets,
+        },
+    )))
+}
