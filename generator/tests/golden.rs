@@ -133,7 +133,20 @@ fn the_rendered_fleet_is_the_fleet_as_written() {
         let back: celld_gen::api::CelldFleet = serde_saphyr::from_str(&file.contents).unwrap();
         assert_eq!(back.spec, loaded.fleet.spec, "{ns}/{name}");
         assert_eq!(back.metadata.labels, loaded.fleet.metadata.labels);
-        assert_eq!(back.metadata.annotations, loaded.fleet.metadata.annotations);
+        // The one addition: the GitOps guards, so no prune deletes a fleet silently.
+        let annotations = back.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations,
+            celld_gen::render::context::fleet_annotations(
+                loaded.fleet.metadata.annotations.as_ref()
+            ),
+            "{ns}/{name}"
+        );
+        assert_eq!(
+            annotations[celld_gen::api::labels::ARGOCD_SYNC_OPTIONS],
+            "Prune=confirm,Delete=confirm"
+        );
+        assert_eq!(annotations[celld_gen::api::labels::FLUX_PRUNE], "disabled");
     }
 }
 

@@ -98,7 +98,12 @@ fn tricky_strings_round_trip_in_every_object() {
     let back: celld_gen::api::CelldFleet = serde_json::from_value(fleet_obj).unwrap();
     assert_eq!(back.spec, fleet.spec);
     assert_eq!(back.metadata.labels, fleet.metadata.labels);
-    assert_eq!(back.metadata.annotations, fleet.metadata.annotations);
+    assert_eq!(
+        back.metadata.annotations,
+        Some(celld_gen::render::context::fleet_annotations(
+            fleet.metadata.annotations.as_ref()
+        ))
+    );
 
     let sts = get("statefulset.yaml");
     let env = sts["spec"]["template"]["spec"]["containers"][0]["env"]

@@ -48,6 +48,12 @@ pub const HEALER_NAMESPACE: &str = "celld-system";
 pub const ARGOCD_SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
 /// Flux: never prune the object carrying this annotation with value `disabled`.
 pub const FLUX_PRUNE: &str = "kustomize.toolkit.fluxcd.io/prune";
+/// Value of [`FLUX_PRUNE`] that stops Flux from pruning the object.
+pub const FLUX_PRUNE_DISABLED: &str = "disabled";
+/// Argo CD sync options every rendered CelldFleet carries (in [`ARGOCD_SYNC_OPTIONS`]):
+/// pruning it (its file removed from Git) or deleting it with its Application waits for a
+/// person to confirm in Argo CD, so a GitOps tool never starts a fleet deletion silently.
+pub const FLEET_ARGOCD_SYNC_OPTIONS: [&str; 2] = ["Prune=confirm", "Delete=confirm"];
 /// Label that names the zone of a node (and of a zonal disk).
 pub const ZONE: &str = "topology.kubernetes.io/zone";
 

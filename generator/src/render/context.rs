@@ -46,6 +46,36 @@ const KEYS: Keys = Keys {
     claim_template: labels::CLAIM_TEMPLATE,
 };
 
+/// The annotations of the rendered CelldFleet: the user's own, plus the GitOps guards.
+/// Argo CD gets [`labels::FLEET_ARGOCD_SYNC_OPTIONS`] (`Prune=confirm,Delete=confirm`)
+/// appended to any sync options the user wrote, except where the user already chose
+/// `Prune=`/`Delete=` (validation admits only `false` or `confirm` there, never weaker);
+/// Flux gets `prune: disabled`.
+pub fn fleet_annotations(user: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    let mut out = user.cloned().unwrap_or_default();
+    let mut options: Vec<String> = out
+        .get(labels::ARGOCD_SYNC_OPTIONS)
+        .map(|v| {
+            v.split(',')
+                .map(|o| o.trim().to_string())
+                .filter(|o| !o.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    for guard in labels::FLEET_ARGOCD_SYNC_OPTIONS {
+        let name = guard.split('=').next();
+        if !options.iter().any(|o| o.split('=').next() == name) {
+            options.push(guard.to_string());
+        }
+    }
+    out.insert(labels::ARGOCD_SYNC_OPTIONS.into(), options.join(","));
+    out.insert(
+        labels::FLUX_PRUNE.into(),
+        labels::FLUX_PRUNE_DISABLED.into(),
+    );
+    out
+}
+
 /// Argo CD sync-wave annotation: the reservation goes in an earlier wave than everything
 /// else, so a reservation that belongs to another fleet stops the sync before any member
 /// starts writing to the bucket.
@@ -69,8 +99,9 @@ pub struct FleetContext {
     fleet_api_version: &'static str,
     /// Labels the user wrote on the CelldFleet (null when none).
     fleet_labels: Option<BTreeMap<String, String>>,
-    /// Annotations the user wrote on the CelldFleet (null when none).
-    fleet_annotations: Option<BTreeMap<String, String>>,
+    /// Annotations of the CelldFleet: the user's plus the GitOps guards
+    /// ([`fleet_annotations`]).
+    fleet_annotations: BTreeMap<String, String>,
     /// The spec exactly as written (no defaults), as plain data.
     spec: serde_json::Value,
     workload: Workload,
@@ -304,7 +335,7 @@ impl FleetContext {
             identity: spec.identity.clone(),
             fleet_api_version: labels::API_VERSION,
             fleet_labels: fleet.metadata.labels.clone().filter(|m| !m.is_empty()),
-            fleet_annotations: fleet.metadata.annotations.clone().filter(|m| !m.is_empty()),
+            fleet_annotations: fleet_annotations(fleet.metadata.annotations.as_ref()),
             spec: spec_value,
             workload: Workload {
                 stateful,
@@ -491,6 +522,36 @@ fn egress_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_fleet_carries_the_gitops_guards_merged_with_the_users_options() {
+        let guards = |user: &[(&str, &str)]| {
+            let m: BTreeMap<String, String> = user
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            fleet_annotations((!m.is_empty()).then_some(&m))
+        };
+        let plain = guards(&[]);
+        assert_eq!(
+            plain[labels::ARGOCD_SYNC_OPTIONS],
+            "Prune=confirm,Delete=confirm"
+        );
+        assert_eq!(plain[labels::FLUX_PRUNE], "disabled");
+        assert_eq!(plain.len(), 2);
+        let mine = guards(&[
+            (
+                labels::ARGOCD_SYNC_OPTIONS,
+                "ServerSideApply=true, Prune=false",
+            ),
+            ("team", "a"),
+        ]);
+        assert_eq!(
+            mine[labels::ARGOCD_SYNC_OPTIONS],
+            "ServerSideApply=true,Prune=false,Delete=confirm"
+        );
+        assert_eq!(mine["team"], "a");
+    }
 
     #[test]
     fn url_ports() {

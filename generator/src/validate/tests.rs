@@ -216,6 +216,38 @@ fn own_label_and_annotation_keys_are_reserved() {
 }
 
 #[test]
+fn gitops_guards_may_only_be_written_as_strong() {
+    let ann = |v: &str| {
+        replace(
+            "  namespace: apps\n",
+            &format!("  namespace: apps\n  annotations: {{{v}}}\n"),
+        )
+    };
+    fails(
+        &ann("argocd.argoproj.io/sync-options: \"ServerSideApply=true,Prune=true\""),
+        "metadata.annotations.argocd.argoproj.io/sync-options",
+        "`Prune=true` would let Argo CD remove the fleet",
+    );
+    fails(
+        &ann("argocd.argoproj.io/sync-options: Delete=yes"),
+        "metadata.annotations.argocd.argoproj.io/sync-options",
+        "without a person confirming",
+    );
+    fails(
+        &ann("kustomize.toolkit.fluxcd.io/prune: enabled"),
+        "metadata.annotations.kustomize.toolkit.fluxcd.io/prune",
+        "would let Flux prune",
+    );
+    for ok in [
+        "argocd.argoproj.io/sync-options: \"Prune=false,Delete=confirm\"",
+        "argocd.argoproj.io/sync-options: ServerSideApply=true",
+        "kustomize.toolkit.fluxcd.io/prune: disabled",
+    ] {
+        assert_eq!(check(&ann(ok)), vec![], "{ok}");
+    }
+}
+
+#[test]
 fn identity_is_26_lowercase_alphanumerics() {
     fails(
         &replace("7kq2m9x4c1v8b3n6z5h0j2w4r8", "7KQ2M9X4C1V8B3N6Z5H0J2W4R8"),

@@ -180,6 +180,9 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
                 format!("`{key}` is not a valid key"),
                 "an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters",
             );
+            if field == "metadata.annotations" {
+                check_gitops_guard(c, map.as_ref().and_then(|m| m.get(key)), key, field);
+            }
             // Our own keys mean something to the healer (identity, handoff records);
             // a fleet file must not be able to forge them.
             if key.starts_with(&format!("{}/", labels::GROUP)) {
@@ -200,6 +203,39 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
                 "at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit",
             );
         }
+    }
+}
+
+/// The GitOps guards celld-gen writes on every fleet may be written by hand only as
+/// strong: an Argo CD `Prune=`/`Delete=` option of `false` or `confirm`, Flux `disabled`.
+fn check_gitops_guard(c: &mut Checker<'_>, value: Option<&String>, key: &str, field: &str) {
+    let Some(value) = value else { return };
+    if key == labels::ARGOCD_SYNC_OPTIONS {
+        for option in value.split(',').map(str::trim) {
+            let (name, v) = option.split_once('=').unwrap_or((option, ""));
+            if matches!(name, "Prune" | "Delete") && !matches!(v, "false" | "confirm") {
+                c.fail(
+                    &format!("{field}.{key}"),
+                    format!(
+                        "`{option}` would let Argo CD remove the fleet without a person confirming"
+                    ),
+                    format!(
+                        "leave it out (celld-gen writes {}), or {name}=false",
+                        labels::FLEET_ARGOCD_SYNC_OPTIONS.join(",")
+                    ),
+                );
+            }
+        }
+    } else if key == labels::FLUX_PRUNE && value != labels::FLUX_PRUNE_DISABLED {
+        c.fail(
+            &format!("{field}.{key}"),
+            format!("`{value}` would let Flux prune the fleet"),
+            format!(
+                "leave it out (celld-gen writes {}: {})",
+                labels::FLUX_PRUNE,
+                labels::FLUX_PRUNE_DISABLED
+            ),
+        );
     }
 }
 
