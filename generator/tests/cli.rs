@@ -316,6 +316,35 @@ fn two_fleets_with_one_identity_or_bucket_are_refused() {
     assert!(!outdir.exists());
 }
 
+/// A second fleet made by copying a fleet file (renamed, with its own bucket) keeps the
+/// identity: `check` and `render` (both forms) refuse the pair in one run.
+#[test]
+fn a_copied_fleet_file_is_refused_by_check_and_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = fs::read_to_string(example("persistent.yaml")).unwrap();
+    let copy = original
+        .replace("name: persistent", "name: persistent-copy")
+        .replace("bucket: ledger-cells", "bucket: ledger-copy-cells");
+    let a = dir.path().join("a.yaml");
+    let b = dir.path().join("b.yaml");
+    fs::write(&a, &original).unwrap();
+    fs::write(&b, &copy).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let check = run(&["check", a, b]);
+    assert_eq!(check.status.code(), Some(1));
+    let out = text(&check.stdout) + &text(&check.stderr);
+    assert!(
+        out.contains("spec.identity: this identity is already used"),
+        "{out}"
+    );
+    let stream = run(&["render", a, b, "--stdout"]);
+    assert_eq!(stream.status.code(), Some(1));
+    assert!(text(&stream.stdout).is_empty(), "nothing is printed");
+    assert!(text(&stream.stderr).contains("identity"));
+    // Each alone is fine: only the pair is refused.
+    assert_eq!(run(&["check", b]).status.code(), Some(0));
+}
+
 #[test]
 fn stdout_stream_has_every_object() {
     let ex = example("routing-gateway.yaml");
