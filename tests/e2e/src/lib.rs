@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use celld_gen::api::CelldFleet;
-use celld_gen::api::labels::{HEALER_NAMESPACE, IDENTITY};
+use celld_gen::api::labels::{
+    DELETION_ALLOWED, DELETION_ALLOWED_VALUE, HEALER_NAMESPACE, IDENTITY,
+};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ServiceAccount};
@@ -261,7 +263,8 @@ impl Env {
     }
 
     /// Ends the test: on failure prints diagnostics; stops healers; deletes the namespace
-    /// (fleet finalizers removed first, since no healer runs any more).
+    /// (protection released and fleet finalizers removed first, since no healer runs any
+    /// more).
     pub async fn finish(mut self, result: Result<()>) -> Result<()> {
         if let Err(e) = &result {
             eprintln!(
@@ -283,6 +286,9 @@ impl Env {
     }
 
     async fn cleanup(&self) -> Result<()> {
+        // The install bundle's admission policies refuse deleting a protected fleet and
+        // any fleet disk: release both, as an operator would, before the namespace goes.
+        release_protection(&self.client, &self.ns).await?;
         let fleets: Api<CelldFleet> = Api::namespaced(self.client.clone(), &self.ns);
         for f in fleets.list(&ListParams::default()).await? {
             let _ = fleets
@@ -322,7 +328,9 @@ impl Env {
                     .await;
             }
         }
-        kubesim::testing::delete_namespace(&self.client, &self.ns, Duration::from_secs(45)).await
+        // A namespace whose deletion was refused for a while is retried by the namespace
+        // controller with a back-off of up to a minute.
+        kubesim::testing::delete_namespace(&self.client, &self.ns, Duration::from_secs(90)).await
     }
 
     /// Fleets, workloads, Pods, claims, Events and the healers' and kubesim's logs.
@@ -479,8 +487,50 @@ fn reservations(client: &Client) -> Api<celld_gen::api::CelldBucketReservation> 
     Api::all(client.clone())
 }
 
+/// Lifts the install bundle's deletion guards in `ns`, as an operator who means it would:
+/// `spec.deletionProtection: false` on every CelldFleet, and the
+/// `fleet.celld.dev/deletion-allowed: "true"` mark on every claim carrying a fleet
+/// identity. Afterwards the namespace (and its fleets and disks) can be deleted.
+pub async fn release_protection(client: &Client, ns: &str) -> Result<()> {
+    let fleets: Api<CelldFleet> = Api::namespaced(client.clone(), ns);
+    for f in fleets.list(&ListParams::default()).await? {
+        if f.spec.deletion_protection != Some(false) {
+            fleets
+                .patch(
+                    &f.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"deletionProtection": false}})),
+                )
+                .await
+                .with_context(|| format!("turning protection off on {}", f.name_any()))?;
+        }
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    for c in claims.list(&ListParams::default().labels(IDENTITY)).await? {
+        allow_claim_deletion(&claims, &c.name_any()).await?;
+    }
+    Ok(())
+}
+
+/// Marks one fleet disk as deletable by hand (`fleet.celld.dev/deletion-allowed: "true"`),
+/// what the disk-protection admission policy asks of an operator.
+pub async fn allow_claim_deletion(claims: &Api<PersistentVolumeClaim>, name: &str) -> Result<()> {
+    claims
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {DELETION_ALLOWED: DELETION_ALLOWED_VALUE}}}),
+            ),
+        )
+        .await
+        .with_context(|| format!("marking claim {name} deletable"))?;
+    Ok(())
+}
+
 /// A fleet file for tests: `members` members over the three kubesim zones, short
 /// shutdown and grace, small requests.
+#[derive(Clone, Debug)]
 pub struct FleetFile {
     /// Namespace.
     pub namespace: String,
@@ -494,6 +544,8 @@ pub struct FleetFile {
     pub members: i32,
     /// `Ordered` for a Bucket StatefulSet.
     pub bucket_workload: Option<&'static str>,
+    /// `spec.deletionProtection` (None: left out, which means protected).
+    pub deletion_protection: Option<bool>,
 }
 
 impl FleetFile {
@@ -506,6 +558,7 @@ impl FleetFile {
             profile: "PersistentFleet",
             members,
             bucket_workload: None,
+            deletion_protection: None,
         }
     }
 
@@ -515,6 +568,12 @@ impl FleetFile {
             profile: "Bucket",
             ..FleetFile::persistent(ns, name, members)
         }
+    }
+
+    /// The same fleet with `spec.deletionProtection` set.
+    pub fn protection(mut self, on: bool) -> FleetFile {
+        self.deletion_protection = Some(on);
+        self
     }
 
     /// The fleet file text.
@@ -527,6 +586,10 @@ impl FleetFile {
         let bw = self
             .bucket_workload
             .map(|b| format!("\n  bucketWorkload: {b}"))
+            .unwrap_or_default();
+        let protection = self
+            .deletion_protection
+            .map(|p| format!("  deletionProtection: {p}\n"))
             .unwrap_or_default();
         format!(
             "apiVersion: fleet.celld.dev/v1alpha1
@@ -553,7 +616,7 @@ spec:
   lifecycle:
     shutdownSeconds: 1
     terminationGraceSeconds: {grace}
-",
+{protection}",
             name = self.name,
             ns = self.namespace,
             id = self.identity,
@@ -611,6 +674,8 @@ fn plural(kind: &str) -> Result<&'static str> {
         "RoleBinding" => "rolebindings",
         "CustomResourceDefinition" => "customresourcedefinitions",
         "StorageClass" => "storageclasses",
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
         other => bail!("no plural known for kind {other}"),
     })
 }
@@ -667,10 +732,11 @@ pub async fn apply_rendered(
     Ok(out)
 }
 
-/// The one-time (idempotent) install: the CRDs and the healer's namespace,
-/// ServiceAccount and RBAC exactly as `celld-gen install` renders them (its Deployment,
-/// Service, PDB and NetworkPolicy are left out: the tests run the healer binary
-/// themselves), and a StorageClass for kubesim's provisioner.
+/// The one-time (idempotent) install: the CRDs, the admission policies (fleet and disk
+/// deletion protection) and the healer's namespace, ServiceAccount and RBAC exactly as
+/// `celld-gen install` renders them (its Deployment, Service, PDB and NetworkPolicy are
+/// left out: the tests run the healer binary themselves), and a StorageClass for kubesim's
+/// provisioner.
 pub async fn install(client: &Client) -> Result<()> {
     let bundle = install_bundle()?;
     for o in &bundle {
@@ -706,12 +772,40 @@ pub async fn install(client: &Client) -> Result<()> {
         })
         .await?;
     }
+    // The policies are type-checked against the CRDs once the API server has seen them.
+    for p in bundle
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+    {
+        let name = p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        wait_for(
+            &format!("ValidatingAdmissionPolicy {name} observed"),
+            Duration::from_secs(30),
+            || {
+                let api: Api<
+                    k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+                > = Api::all(client.clone());
+                let name = name.clone();
+                async move {
+                    let p = api.get(&name).await?;
+                    let observed = p.status.as_ref().and_then(|s| s.observed_generation);
+                    Ok((observed.is_some() && observed == p.metadata.generation).then_some(()))
+                }
+            },
+        )
+        .await?;
+    }
     Ok(())
 }
 
 /// Kinds of `celld-gen install --stdout` the tests apply.
-const BUNDLE_KINDS: [&str; 7] = [
+const BUNDLE_KINDS: [&str; 9] = [
     "CustomResourceDefinition",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
     "Namespace",
     "ServiceAccount",
     "ClusterRole",
@@ -720,8 +814,8 @@ const BUNDLE_KINDS: [&str; 7] = [
     "RoleBinding",
 ];
 
-/// The CRDs and the healer's namespace, ServiceAccount and RBAC from
-/// `celld-gen install --stdout`, in its order.
+/// The CRDs, the admission policies and the healer's namespace, ServiceAccount and RBAC
+/// from `celld-gen install --stdout`, in its order.
 pub fn install_bundle() -> Result<Vec<Value>> {
     let bin = kubesim::testing::workspace_bin("celld-gen", "CELLD_GEN_BIN")?;
     let out = Command::new(&bin)
@@ -759,10 +853,18 @@ pub fn install_bundle() -> Result<Vec<Value>> {
 
 /// The healer's namespace, ServiceAccount and RBAC from the install bundle.
 pub fn healer_rbac_objects() -> Vec<Value> {
+    const KINDS: [&str; 6] = [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
     install_bundle()
         .unwrap_or_default()
         .into_iter()
-        .filter(|o| o["kind"] != "CustomResourceDefinition")
+        .filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k)))
         .collect()
 }
 
