@@ -141,7 +141,9 @@ struct FleetObj {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
-    NodeLost { back: bool },
+    NodeLost {
+        back: bool,
+    },
     VolumeLost,
     VolumeStuck,
     CrashLoop,
@@ -235,7 +237,7 @@ struct Sim {
 /// An object of another fleet that shares the identity, or a claim at a huge ordinal.
 #[derive(Clone, Debug)]
 enum Decoy {
-    Pod(s::Pod),
+    Pod(Box<s::Pod>),
     Claim(s::Claim),
 }
 
@@ -257,7 +259,7 @@ fn ts(ms: i64) -> Timestamp {
 fn decoys() -> Vec<Decoy> {
     let mut out = Vec::new();
     for o in 0..2 {
-        out.push(Decoy::Pod(s::Pod {
+        out.push(Decoy::Pod(Box::new(s::Pod {
             name: format!("{FLEET}-1-{o}"),
             uid: format!("decoy-pod-{o}"),
             resource_version: "1".into(),
@@ -292,7 +294,7 @@ fn decoys() -> Vec<Decoy> {
             }),
             force_deleted: false,
             other_finalizers: Vec::new(),
-        }));
+        })));
         out.push(Decoy::Claim(s::Claim {
             name: format!("data-{FLEET}-1-{o}"),
             uid: format!("decoy-claim-{o}"),
@@ -1245,7 +1247,7 @@ impl Sim {
         let mut pods: Vec<s::Pod> = pods;
         for d in &self.decoys {
             match d {
-                Decoy::Pod(p) => pods.push(p.clone()),
+                Decoy::Pod(p) => pods.push((**p).clone()),
                 Decoy::Claim(c) => claims.push(c.clone()),
             }
         }
