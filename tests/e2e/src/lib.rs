@@ -966,6 +966,8 @@ impl Healer {
             .args(["--member-replacement-delay", &o.replacement_delay])
             .args(["--force-delete-margin", &o.force_delete_margin])
             .args(["--absorb-window", &o.absorb_window])
+            // A Lost claim is replaced only once it stayed Lost this long (default 1m).
+            .args(["--lost-claim-confirmation", "10s"])
             .arg("--allow-short-delays")
             .args(&o.extra)
             .stdin(Stdio::null())
