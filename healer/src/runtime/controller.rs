@@ -613,19 +613,7 @@ fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
         .claims
         .state()
         .iter()
-        .filter(|c| {
-            let m = &c.metadata;
-            in_ns(m)
-                && (m
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(IDENTITY))
-                    .map(String::as_str)
-                    == Some(identity)
-                    || m.name
-                        .as_deref()
-                        .is_some_and(|n| claim_ordinal(name, n).is_some()))
-        })
+        .filter(|c| in_ns(&c.metadata) && fresh::concerns(name, identity, c))
         .map(|c| (**c).clone())
         .collect();
     let replica_sets = stores

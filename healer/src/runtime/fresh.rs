@@ -42,6 +42,38 @@ fn by_name(name: &str) -> ListParams {
     ListParams::default().fields(&format!("metadata.name={name}"))
 }
 
+/// Whether a claim concerns fleet `name`: it carries the identity, or sits at one of the
+/// fleet's member names (another fleet's disk in the way). The caches and the fresh read
+/// gather claims by this one rule.
+pub fn concerns(name: &str, identity: &str, c: &PersistentVolumeClaim) -> bool {
+    let m = &c.metadata;
+    m.labels
+        .as_ref()
+        .and_then(|l| l.get(IDENTITY))
+        .is_some_and(|v| v == identity)
+        || m.name
+            .as_deref()
+            .is_some_and(|n| claim_ordinal(name, n).is_some())
+}
+
+/// The object of kind `K` named `name`, whatever its labels.
+async fn named<K>(client: &Client, ns: &str, name: &str) -> Result<Option<Arc<K>>, kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Ok(Api::<K>::namespaced(client.clone(), ns)
+        .list(&by_name(name))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .map(Arc::new))
+}
+
 /// Reads the fleet and its objects from the API server. `Ok(None)` when the CelldFleet
 /// is gone (or was replaced: another uid).
 pub async fn read(
@@ -60,20 +92,8 @@ pub async fn read(
         return Ok(None);
     };
     let identity = fresh.spec.identity.clone();
-    let sts = Api::<StatefulSet>::namespaced(client.clone(), ns)
-        .list(&by_name(name))
-        .await?
-        .items
-        .into_iter()
-        .next()
-        .map(Arc::new);
-    let dep = Api::<Deployment>::namespaced(client.clone(), ns)
-        .list(&by_name(name))
-        .await?
-        .items
-        .into_iter()
-        .next()
-        .map(Arc::new);
+    let sts = named::<StatefulSet>(client, ns, name).await?;
+    let dep = named::<Deployment>(client, ns, name).await?;
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let mut seen = HashSet::new();
     let mut pods = Vec::new();
@@ -90,13 +110,7 @@ pub async fn read(
         .await?
         .items
         .into_iter()
-        .filter(|c| {
-            let m = &c.metadata;
-            m.labels.as_ref().and_then(|l| l.get(IDENTITY)) == Some(&identity)
-                || m.name
-                    .as_deref()
-                    .is_some_and(|n| claim_ordinal(name, n).is_some())
-        })
+        .filter(|c| concerns(name, &identity, c))
         .collect();
     let replica_sets = if fresh.spec.is_stateful_set() {
         Vec::new()
