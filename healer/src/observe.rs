@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::{
     FLEET_FINALIZER, IDENTITY, REPLACEMENT_FINALIZER, REPLACEMENT_INDEX, REPLACEMENT_RECORD,
     claim_ordinal,
 };
+use celld_gen::api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod as KPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -78,6 +78,9 @@ pub struct Inputs<'a> {
     pub identity_conflict: Option<&'a str>,
     /// Claim uid -> when the runtime first saw it Lost (without a break since).
     pub lost_since: &'a BTreeMap<String, Timestamp>,
+    /// The reservation looked up for the fleet's bucket and prefix: `Some(None)` when
+    /// looked up and absent, `None` when not looked up.
+    pub reservation: Option<Option<&'a CelldBucketReservation>>,
 }
 
 fn err(kind: &'static str, meta: &ObjectMeta, problem: impl Into<String>) -> ObserveError {
@@ -150,6 +153,13 @@ pub fn identity_owner<'a>(
 pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
     let mut fleet = fleet(i.fleet)?;
     fleet.identity_conflict = i.identity_conflict.map(str::to_string);
+    fleet.reservation = i.reservation.map(|r| Reservation {
+        name: reservation_name(
+            &i.fleet.spec.storage.bucket,
+            i.fleet.spec.storage.prefix.as_deref(),
+        ),
+        identity: r.map(|r| r.spec.identity.clone()),
+    });
     let workload = match i.workload {
         None => None,
         Some(WorkloadObject::StatefulSet(s)) => Some(stateful_set(s)?),
@@ -227,6 +237,7 @@ fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
         deleting: m.deletion_timestamp.is_some(),
         deletion_protected: spec.deletion_protected(),
         identity_conflict: None,
+        reservation: None,
         invalid: crate::validity::problems(f),
         has_finalizer: m
             .finalizers
@@ -548,6 +559,7 @@ mod tests {
             capacity: &CapacitySignal::default(),
             identity_conflict: None,
             lost_since: &BTreeMap::new(),
+            reservation: None,
         })
     }
 

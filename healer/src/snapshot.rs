@@ -68,6 +68,9 @@ pub struct Fleet {
     /// creationTimestamp, then namespace and name): its `namespace/name`. The healer
     /// takes no action for this fleet while it is set.
     pub identity_conflict: Option<String>,
+    /// The fleet's bucket reservation, when the runtime looked it up (`None` in tests
+    /// and the simulation: not checked).
+    pub reservation: Option<Reservation>,
     /// What `celld-gen check` reports for the live spec (one line per problem); empty
     /// when the spec is valid. The healer takes no action for an invalid fleet except
     /// aborting a handoff (which keeps the disk).
@@ -85,6 +88,16 @@ impl Fleet {
     pub fn capacity_mode(&self) -> Option<CapacityMode> {
         self.capacity.as_ref().map(|c| c.mode)
     }
+}
+
+/// The CelldBucketReservation named after the fleet's bucket and prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// Its name (`reservation_name(bucket, prefix)`).
+    pub name: String,
+    /// `spec.identity` of the reservation found; `None` when there is none (yet: Argo CD
+    /// and Flux create it before the fleet).
+    pub identity: Option<String>,
 }
 
 /// Kind of the fleet's workload.

@@ -82,6 +82,7 @@ fn fleet_of(profile: Profile, sts: bool, n: i32) -> Snapshot {
             deleting: false,
             deletion_protected: false,
             identity_conflict: None,
+            reservation: None,
             invalid: Vec::new(),
             has_finalizer: true,
             capacity: None,

@@ -30,6 +30,12 @@ pub const CLUSTER_RULES: &[Rule] = &[
         why: "report status (merge patch)",
     },
     Rule {
+        group: "fleet.celld.dev",
+        resources: &["celldbucketreservations"],
+        verbs: &["list", "watch"],
+        why: "refuse to grow or heal a fleet whose bucket reservation names another identity",
+    },
+    Rule {
         group: "apps",
         resources: &["statefulsets", "deployments"],
         verbs: &["list", "watch", "patch", "delete"],

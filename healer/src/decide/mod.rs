@@ -9,7 +9,7 @@
 //! | 1 | H1-H5 | finish or abort a disk handoff already on a Pod (before any gate) |
 //! | 2 | V1, V2 | an identity shared with an older fleet, an invalid live spec: no action |
 //! | 3 | D1-D8 | fleet finalizer, deletion protection, and deletion in order |
-//! | 4 | P1, I1, W1-W4 | pause, infrastructure drift, the workload's presence, ownership and size |
+//! | 4 | P1, V3, I1, W1-W4 | pause, a bucket reserved to another identity, infrastructure drift, the workload's presence, ownership and size |
 //! | 5 | F1 | force-delete a member Pod stranded past its grace |
 //! | 6 | K1-K5, G1-G5, C1-C3 | capacity target, growth in runs, contraction one by one |
 //! | 7 | R1-R7 | disks: terminating claim, lost claim, one member down too long, the cases left alone, zone safety, unschedulable or crash-looping members |
@@ -348,6 +348,21 @@ fn run(cx: &mut Ctx) -> Outcome {
             "P1",
             Reason::MaintenancePaused,
             "Maintenance pause: the healer makes no change to the workload, its members or their disks".into(),
+        );
+    }
+    // Rule V3 (storage scope): the bucket and prefix are reserved to another identity;
+    // growing or healing would let two fleets write one bucket scope.
+    if let Some(r) = &cx.fleet.reservation
+        && let Some(owner) = r.identity.as_deref().filter(|o| *o != cx.fleet.identity)
+    {
+        capacity::compute(cx);
+        return Outcome::report(
+            "V3",
+            Reason::StorageScopeConflict,
+            format!(
+                "CelldBucketReservation {} reserves this bucket and prefix for identity {owner}, not this fleet's; the healer does not grow or heal it. Use another bucket or prefix",
+                r.name
+            ),
         );
     }
     // Rule I1 (infrastructure drift): a live prerequisite differs from the rendering.

@@ -54,6 +54,8 @@ pub enum Reason {
     IdentityConflict,
     /// The live spec fails validation; the fleet gets no action but handoff aborts.
     InvalidConfiguration,
+    /// The bucket reservation names another identity: no growth or healing.
+    StorageScopeConflict,
 }
 
 impl Reason {
@@ -76,6 +78,7 @@ impl Reason {
             Reason::DeletionProtected => "DeletionProtected",
             Reason::IdentityConflict => "IdentityConflict",
             Reason::InvalidConfiguration => "InvalidConfiguration",
+            Reason::StorageScopeConflict => "StorageScopeConflict",
         }
     }
 
@@ -93,7 +96,8 @@ impl Reason {
             | Reason::LifecycleBlocked
             | Reason::DeletionBlocked
             | Reason::IdentityConflict
-            | Reason::InvalidConfiguration => (false, true, false),
+            | Reason::InvalidConfiguration
+            | Reason::StorageScopeConflict => (false, true, false),
             Reason::DeletionProtected => (false, true, true),
             Reason::StorageIdentityConflict
             | Reason::MemberUnschedulable
@@ -149,7 +153,12 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
         members: Some(cx.member_list.iter().filter(|p| !p.finished()).count() as i32),
         label_selector: Some(format!("{IDENTITY}={}", f.identity)),
         blocked_since,
-        reservation: prev.and_then(|s| s.reservation.clone()),
+        // The reservation this fleet holds, once the runtime found it with its identity.
+        reservation: match &f.reservation {
+            Some(r) if r.identity.as_deref() == Some(f.identity.as_str()) => Some(r.name.clone()),
+            Some(_) => None,
+            None => prev.and_then(|s| s.reservation.clone()),
+        },
         member_states: member_states(cx),
         // Written by the runtime's application observer, carried through here.
         runtime_versions: prev.map(|s| s.runtime_versions.clone()).unwrap_or_default(),

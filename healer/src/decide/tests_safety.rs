@@ -373,3 +373,46 @@ fn the_live_spec_is_checked_with_the_generators_messages() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with("spec.members: "), "{problems:?}");
 }
+
+// ---- V3: the bucket reserved to another identity ----
+
+#[test]
+fn v3_a_bucket_reserved_to_another_identity_stops_growth_and_healing() {
+    let mut s = persistent(3);
+    s.fleet.reservation = Some(Reservation {
+        name: "s3-abc".into(),
+        identity: Some(OTHER_ID.into()),
+    });
+    s.fleet.members = Some(5);
+    s.down(1, at(-60));
+    let p = plan(&s, T0);
+    assert_eq!((p.action.clone(), p.rule), (None, "V3"));
+    assert_eq!(reason(&p), "StorageScopeConflict");
+    assert!(blocked(&p));
+    assert!(message(&p).contains(OTHER_ID));
+    assert_eq!(p.status.reservation, None);
+    // Deleting the fleet still deletes its own disks (they are its own).
+    let mut s = emptied(s);
+    s.fleet.deletion_protected = false;
+    assert_eq!(plan(&s, T0).rule, "D5");
+}
+
+#[test]
+fn the_status_names_the_reservation_once_found_with_this_identity() {
+    let mut s = persistent(3);
+    s.fleet.reservation = Some(Reservation {
+        name: "s3-abc".into(),
+        identity: Some(ID.into()),
+    });
+    let p = plan(&s, T0);
+    assert_eq!(p.rule, "S1");
+    assert_eq!(p.status.reservation.as_deref(), Some("s3-abc"));
+    // Not there (yet): growth and healing go on; nothing is named.
+    s.fleet.reservation = Some(Reservation {
+        name: "s3-abc".into(),
+        identity: None,
+    });
+    let p = plan(&s, T0);
+    assert_eq!(p.rule, "S1");
+    assert_eq!(p.status.reservation, None);
+}

@@ -10,6 +10,7 @@
 //! | Pod | label `fleet.celld.dev/identity` exists |
 //! | Pod | label `fleet.celld.dev/replacement-fleet` exists (a held Pod that lost its identity label) |
 //! | PersistentVolumeClaim | all (another fleet's claim at a member name carries no label of ours) |
+//! | CelldBucketReservation | all (cluster-scoped; rule V3) |
 //!
 //! Each watch event is mapped to the fleet it concerns (identity label, or for claims
 //! and Services their name) through the fleet cache, and the controller reconciles that
@@ -32,7 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
-use celld_gen::api::{CelldFleet, CelldFleetStatus};
+use celld_gen::api::{CelldBucketReservation, CelldFleet, CelldFleetStatus, reservation_name};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
@@ -102,10 +103,11 @@ struct Stores {
     held_pods: Store<Pod>,
     claims: Store<PersistentVolumeClaim>,
     services: Store<Service>,
+    reservations: Store<CelldBucketReservation>,
 }
 
 /// The watches, by the name used in logs and metrics.
-const WATCHES: [&str; 8] = [
+const WATCHES: [&str; 9] = [
     "celldfleets",
     "statefulsets",
     "deployments",
@@ -114,6 +116,7 @@ const WATCHES: [&str; 8] = [
     "pods-held",
     "persistentvolumeclaims",
     "services",
+    "celldbucketreservations",
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -325,6 +328,7 @@ impl Controller {
         let (held_pods, held_w) = reflector::store::<Pod>();
         let (claims, claims_w) = reflector::store::<PersistentVolumeClaim>();
         let (services, svc_w) = reflector::store::<Service>();
+        let (reservations, res_w) = reflector::store::<CelldBucketReservation>();
 
         let fleet_stream = watched(
             "celldfleets",
@@ -387,6 +391,17 @@ impl Controller {
             watches.clone(),
         );
 
+        let res_stream = watched(
+            "celldbucketreservations",
+            watch_fn(
+                Api::<CelldBucketReservation>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+            res_w,
+            watches.clone(),
+        );
+
         let stores = Stores {
             fleets: fleets.clone(),
             stateful_sets,
@@ -396,6 +411,7 @@ impl Controller {
             held_pods,
             claims,
             services,
+            reservations,
         };
         let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Ctx {
@@ -450,6 +466,22 @@ impl Controller {
         let m5 = by_identity.clone();
         let m6 = by_identity.clone();
         let m7 = by_identity;
+        // A reservation concerns the fleets whose bucket and prefix it names.
+        let m8 = {
+            let fleets = fleets.clone();
+            move |r: CelldBucketReservation| -> Vec<ObjectRef<CelldFleet>> {
+                let name = r.metadata.name.unwrap_or_default();
+                fleets
+                    .state()
+                    .iter()
+                    .filter(|f| {
+                        reservation_name(&f.spec.storage.bucket, f.spec.storage.prefix.as_deref())
+                            == name
+                    })
+                    .map(|f| ObjectRef::from_obj(&**f))
+                    .collect()
+            }
+        };
 
         let mut shutdown = shutdown;
         let controller = controller::Controller::for_stream(fleet_stream, fleets)
@@ -464,6 +496,7 @@ impl Controller {
                 m6(&Obj::claim(&o))
             })
             .watches_stream(svc_stream, move |o: Service| m7(&Obj::service(&o)))
+            .watches_stream(res_stream, m8)
             .reconcile_all_on(became_leader)
             .reconcile_on(poked)
             .graceful_shutdown_on(async move {
@@ -673,6 +706,13 @@ fn snapshot_of(
     let all = ctx.stores.fleets.state();
     let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
     let lost_since = track_lost(&ctx.lost, &g.claims, now);
+    let reservation = ctx
+        .stores
+        .reservations
+        .get(&ObjectRef::new(&reservation_name(
+            &fleet.spec.storage.bucket,
+            fleet.spec.storage.prefix.as_deref(),
+        )));
     observe::snapshot(Inputs {
         fleet,
         workload,
@@ -684,6 +724,7 @@ fn snapshot_of(
         capacity: &capacity,
         identity_conflict: owner.as_deref(),
         lost_since: &lost_since,
+        reservation: Some(reservation.as_deref()),
     })
 }
 

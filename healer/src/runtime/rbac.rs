@@ -80,6 +80,14 @@ pub const RULES: &[Rule] = &[
         verbs: &["list", "watch"],
         scope: Scope::Cluster,
     },
+    // Bucket reservations: a fleet whose reservation names another identity is not grown
+    // or healed (StorageScopeConflict); never written.
+    Rule {
+        api_group: "fleet.celld.dev",
+        resources: &["celldbucketreservations"],
+        verbs: &["list", "watch"],
+        scope: Scope::Cluster,
+    },
     // Events on fleets (each created anew, never patched).
     Rule {
         api_group: "events.k8s.io",

@@ -1268,6 +1268,7 @@ impl Sim {
                 deleting: self.fleet.deleting,
                 deletion_protected: self.fleet.protected,
                 identity_conflict: self.conflicted.then(|| "apps/original".into()),
+                reservation: None,
                 invalid: if self.fleet.invalid {
                     vec!["spec.members: out of range (expected 1..100)".into()]
                 } else {
