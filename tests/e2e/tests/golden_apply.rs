@@ -135,8 +135,17 @@ fn golden_namespaces() -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Deletes a namespace of golden fleets. The fleets are protected (the examples leave
+/// `deletionProtection` out) and their claims are fleet disks: when the install bundle's
+/// admission policies are in the cluster (another test installed them), both are released
+/// first, as an operator would.
+async fn delete_golden_namespace(client: &Client, ns: &str) -> Result<()> {
+    celld_e2e::release_protection(client, ns).await?;
+    delete_namespace(client, ns, Duration::from_secs(120)).await
+}
+
 async fn recreate_namespace(client: &Client, ns: &str) -> Result<()> {
-    delete_namespace(client, ns, Duration::from_secs(120)).await?;
+    delete_golden_namespace(client, ns).await?;
     create_namespace(client, ns).await
 }
 
@@ -243,7 +252,7 @@ async fn golden_examples_apply_like_argocd_without_warnings_or_drift() -> Result
     }
     .await;
     for ns in &namespaces {
-        delete_namespace(&cluster.client, ns, Duration::from_secs(120)).await?;
+        delete_golden_namespace(&cluster.client, ns).await?;
     }
     delete_reservations(&cluster).await?;
     result
@@ -417,8 +426,8 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
     }
     .await;
     let cleanup = async {
-        delete_namespace(&client, "ledger", Duration::from_secs(120)).await?;
-        delete_namespace(&client, "shop", Duration::from_secs(120)).await?;
+        delete_golden_namespace(&client, "ledger").await?;
+        delete_golden_namespace(&client, "shop").await?;
         delete_reservations(&cluster).await?;
         let _ = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(client.clone())
             .delete("gp3", &DeleteParams::default())

@@ -194,7 +194,9 @@ async fn foreign_claim(env: &mut Env) -> Result<()> {
     )
     .await?;
     eprintln!("[foreign-claim] replicas held at 1 and the claim untouched; Event: {ev}");
-    // Once the other fleet's claim is gone, growth proceeds.
+    // Once the other fleet's claim is gone, growth proceeds. It is a fleet disk, so the
+    // disk-protection policy wants the operator's mark first.
+    allow_claim_deletion(&claims_api, "data-delta-2").await?;
     claims_api
         .delete("data-delta-2", &DeleteParams::default())
         .await?;
@@ -222,7 +224,8 @@ async fn fleet_deletion_in_order() -> Result<()> {
 }
 
 async fn deletion(env: &mut Env) -> Result<()> {
-    let mut f = FleetFile::persistent(&env.ns, "omega", 4);
+    // Deleted on purpose: protection off in Git (the admission policy refuses otherwise).
+    let mut f = FleetFile::persistent(&env.ns, "omega", 4).protection(false);
     let fleet = env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 4, Duration::from_secs(120)).await?;
