@@ -397,3 +397,76 @@ async fn namespace_deletion(env: &Env) -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_deletion_with_protection_off_lets_the_healer_delete_in_order() -> Result<()> {
+    let Some(mut env) = Env::start("namespace-release").await? else {
+        return Ok(());
+    };
+    let r = namespace_release(&mut env).await;
+    env.finish(r).await
+}
+
+/// The operator's way out of a Terminating namespace with the healer running: protection
+/// off on the fleet, no claim marked by hand. The namespace controller's next attempt
+/// deletes the fleet, and the healer deletes its disks (its ServiceAccount is exempt).
+async fn namespace_release(env: &mut Env) -> Result<()> {
+    let f = FleetFile::persistent(&env.ns, "vault", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    let claims_api: Api<PersistentVolumeClaim> = env.api();
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    namespaces.delete(&env.ns, &DeleteParams::default()).await?;
+    wait_for(
+        "the fleet deletion to be refused",
+        Duration::from_secs(90),
+        || async {
+            let ns = namespaces.get(&env.ns).await?;
+            Ok(ns
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .any(|c| {
+                    c.type_ == "NamespaceDeletionContentFailure"
+                        && c.message.is_some_and(|m| m.contains(FLEET_POLICY))
+                })
+                .then_some(()))
+        },
+    )
+    .await?;
+    let disks = claims_api
+        .list(&ListParams::default().labels(&format!("{IDENTITY}={}", f.identity)))
+        .await?
+        .items
+        .len();
+    ensure!(disks == 3, "{disks} disks");
+    let t0 = Instant::now();
+    env.api::<CelldFleet>()
+        .patch(
+            "vault",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"deletionProtection": false}})),
+        )
+        .await?;
+    wait_for(
+        "the namespace to be gone",
+        Duration::from_secs(150),
+        || async { Ok(namespaces.get_opt(&env.ns).await?.is_none().then_some(())) },
+    )
+    .await?;
+    // Unmarked, the disks could only go through the healer (its log names each one).
+    let log = env.h(0).log_text();
+    for n in 0..3 {
+        ensure!(
+            log.contains(&format!("DeleteClaim {{ name: \"data-vault-{n}\"")),
+            "the healer did not delete data-vault-{n}"
+        );
+    }
+    eprintln!(
+        "[namespace-release] protection off: fleet, {disks} unmarked disks (deleted by the healer) and namespace gone {:?} later",
+        t0.elapsed()
+    );
+    Ok(())
+}
