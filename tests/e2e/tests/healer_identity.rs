@@ -4,7 +4,8 @@
 //! healer blocks the newer one (`IdentityConflict`, naming the older), never grows or
 //! heals it, and when it is deleted releases it without deleting anything: the original
 //! keeps every disk and every member. A claim of ours at an ordinal no member can have
-//! is ignored and reported, never sized from or deleted.
+//! is ignored and reported, never sized from or deleted. A fleet whose bucket is reserved
+//! to another identity is neither grown nor healed (`StorageScopeConflict`).
 
 use std::time::Duration;
 
@@ -23,6 +24,58 @@ async fn a_copied_fleet_never_touches_the_original() -> Result<()> {
     };
     let r = identity(&mut env).await;
     env.finish(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_reserved_to_another_identity_is_not_grown() -> Result<()> {
+    let Some(mut env) = Env::start("storage-scope").await? else {
+        return Ok(());
+    };
+    let r = storage_scope(&mut env).await;
+    env.finish(r).await
+}
+
+async fn storage_scope(env: &mut Env) -> Result<()> {
+    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let fleet = load_fleet(&f.yaml())?;
+    // Another fleet reserved this bucket first.
+    let mut objects = rendered_objects(&fleet)?;
+    let at = objects
+        .iter()
+        .position(|o| o["kind"] == "CelldBucketReservation")
+        .ok_or_else(|| anyhow::anyhow!("no reservation rendered"))?;
+    let mut reservation = objects.remove(at);
+    let name = reservation["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    reservation["spec"]["identity"] = json!(new_identity());
+    reservation["spec"]["fleetName"] = json!("someone-else");
+    apply(&env.client, &reservation, SETUP, false).await?;
+    for o in &objects {
+        apply(&env.client, o, ARGO, false).await?;
+    }
+    env.healer(env.healer_options())?;
+    let (_, _, msg) = wait_condition(
+        env,
+        "alpha",
+        "Blocked",
+        "True",
+        Some("StorageScopeConflict"),
+        Duration::from_secs(60),
+    )
+    .await?;
+    ensure!(msg.contains(&name), "{msg}");
+    holds_for("no growth", Duration::from_secs(8), || async {
+        Ok(replicas(env, "alpha").await? <= Some(1))
+    })
+    .await?;
+    let status = env
+        .api::<CelldFleet>()
+        .get("alpha")
+        .await?
+        .status
+        .unwrap_or_default();
+    ensure!(status.reservation.is_none(), "{:?}", status.reservation);
+    // The test's cleanup removes the reservation it finds by name.
+    Ok(())
 }
 
 async fn members_ready(env: &Env, identity: &str, prefix: &str) -> Result<usize> {
