@@ -45,7 +45,10 @@ async fn storage_scope(env: &mut Env) -> Result<()> {
         .position(|o| o["kind"] == "CelldBucketReservation")
         .ok_or_else(|| anyhow::anyhow!("no reservation rendered"))?;
     let mut reservation = objects.remove(at);
-    let name = reservation["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = reservation["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     reservation["spec"]["identity"] = json!(new_identity());
     reservation["spec"]["fleetName"] = json!("someone-else");
     apply(&env.client, &reservation, SETUP, false).await?;
