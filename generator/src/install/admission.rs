@@ -13,6 +13,18 @@
 //!   disks stay and the namespace stays Terminating until someone decides.
 //!
 //! Both fail closed (`failurePolicy: Fail`) and deny (`validationActions: [Deny]`).
+//!
+//! And one MutatingAdmissionPolicy (GA in Kubernetes 1.36):
+//!
+//! - [`START_POLICY`]: a StatefulSet that celld-gen rendered (identity label and
+//!   `app.kubernetes.io/managed-by: celld-gen`) is created with `spec.replicas: 0`.
+//!   celld-gen never renders replicas, so without it the API server's default of 1 would
+//!   start member 0 the moment Argo CD or Flux creates the workload, before the healer
+//!   could see another fleet's claim already at `data-<fleet>-0` (rule G1). Starting at
+//!   0, every member goes through the healer's growth rules. Only creation is mutated;
+//!   the mutation is not attributed to the applying field manager (checked on the real
+//!   API server), so the healer's unforced server-side apply of `spec.replicas` takes
+//!   the field without a conflict and Git never owns it.
 
 use serde_json::{Value, json};
 
@@ -23,6 +35,8 @@ use crate::api::{defaults, labels};
 pub const FLEET_POLICY: &str = "celld-fleet-deletion-protection";
 /// Name of the policy (and binding) that protects fleet disks.
 pub const DISK_POLICY: &str = "celld-fleet-disk-protection";
+/// Name of the mutating policy (and binding) that creates fleet StatefulSets at 0.
+pub const START_POLICY: &str = "celld-fleet-start-at-zero";
 
 const API_VERSION: &str = "admissionregistration.k8s.io/v1";
 
@@ -177,6 +191,48 @@ pub fn disk_policy(o: &InstallOptions) -> Value {
     })
 }
 
+/// CEL: the object is a workload celld-gen rendered.
+pub fn rendered_workload() -> String {
+    format!(
+        "has(object.metadata.labels) && {id} in object.metadata.labels && \
+         {mb} in object.metadata.labels && object.metadata.labels[{mb}] == {v}",
+        id = lit(labels::IDENTITY),
+        mb = lit(labels::MANAGED_BY),
+        v = lit(labels::MANAGED_BY_VALUE),
+    )
+}
+
+/// The mutating policy: fleet StatefulSets are created with no member.
+pub fn start_policy() -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": START_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": ["apps"],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE"],
+                    "resources": ["statefulsets"],
+                }],
+            },
+            "matchConditions": [{
+                "name": "rendered-by-celld-gen",
+                "expression": rendered_workload(),
+            }],
+            "mutations": [{
+                "patchType": "ApplyConfiguration",
+                "applyConfiguration": {
+                    "expression": "Object{spec: Object.spec{replicas: 0}}",
+                },
+            }],
+        },
+    })
+}
+
 /// The policies and their bindings, as (file name, object), in apply order.
 pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
     vec![
@@ -190,5 +246,15 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         ),
         ("disk-protection-policy.yaml".into(), disk_policy(o)),
         ("disk-protection-binding.yaml".into(), binding(DISK_POLICY)),
+        ("start-at-zero-policy.yaml".into(), start_policy()),
+        (
+            "start-at-zero-binding.yaml".into(),
+            json!({
+                "apiVersion": API_VERSION,
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": START_POLICY},
+                "spec": {"policyName": START_POLICY},
+            }),
+        ),
     ]
 }

@@ -1,7 +1,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
@@ -58,12 +59,16 @@ fn every_object_round_trips_through_its_type() {
             "ValidatingAdmissionPolicyBinding" => {
                 round_trips::<ValidatingAdmissionPolicyBinding>(&f.path, &v)
             }
+            "MutatingAdmissionPolicy" => round_trips::<MutatingAdmissionPolicy>(&f.path, &v),
+            "MutatingAdmissionPolicyBinding" => {
+                round_trips::<MutatingAdmissionPolicyBinding>(&f.path, &v)
+            }
             "Kustomization" => continue,
             other => panic!("{}: unexpected kind {other}", f.path),
         }
         seen += 1;
     }
-    assert_eq!(seen, 16);
+    assert_eq!(seen, 18);
 }
 
 #[test]
@@ -81,7 +86,7 @@ fn output_is_deterministic_and_sorted() {
             .map(|f| f.text.clone())
             .unwrap_or_default(),
     );
-    assert_eq!(k["resources"].as_array().map(Vec::len), Some(16));
+    assert_eq!(k["resources"].as_array().map(Vec::len), Some(18));
 }
 
 #[test]
@@ -602,5 +607,24 @@ fn admission_policies_protect_fleets_and_disks() {
         Some(Value::from(
             "request.userInfo.username != 'system:serviceaccount:ops:celld-healer'"
         ))
+    );
+}
+
+#[test]
+fn fleet_statefulsets_are_created_at_zero_replicas() {
+    use super::admission::{START_POLICY, rendered_workload, start_policy};
+    let p = start_policy();
+    assert_eq!(p["metadata"]["name"], START_POLICY);
+    let rule = &p["spec"]["matchConstraints"]["resourceRules"][0];
+    // Creation of StatefulSets only: an update never resets the healer's replicas.
+    assert_eq!(rule["operations"], serde_json::json!(["CREATE"]));
+    assert_eq!(rule["resources"], serde_json::json!(["statefulsets"]));
+    let cond = rendered_workload();
+    assert!(cond.contains("'fleet.celld.dev/identity'"), "{cond}");
+    assert!(cond.contains("'app.kubernetes.io/managed-by'"), "{cond}");
+    assert!(cond.contains("'celld-gen'"), "{cond}");
+    assert_eq!(
+        p["spec"]["mutations"][0]["applyConfiguration"]["expression"],
+        "Object{spec: Object.spec{replicas: 0}}"
     );
 }

@@ -676,6 +676,8 @@ fn plural(kind: &str) -> Result<&'static str> {
         "StorageClass" => "storageclasses",
         "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
         "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
+        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
         other => bail!("no plural known for kind {other}"),
     })
 }
@@ -802,10 +804,12 @@ pub async fn install(client: &Client) -> Result<()> {
 }
 
 /// Kinds of `celld-gen install --stdout` the tests apply.
-const BUNDLE_KINDS: [&str; 9] = [
+const BUNDLE_KINDS: [&str; 11] = [
     "CustomResourceDefinition",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
     "Namespace",
     "ServiceAccount",
     "ClusterRole",

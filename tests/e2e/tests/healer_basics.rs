@@ -1,7 +1,8 @@
 //! Healer end-to-end, scenarios 1 and 2 of issue 5, and the healer's RBAC.
 //!
-//! 1. A PersistentFleet and a Bucket fleet applied from Git grow from the API default
-//!    (1) to their members; the PersistentFleet's disks are zonal and bound in three zones.
+//! 1. A PersistentFleet and a Bucket fleet applied from Git grow from their start (0 for
+//!    the StatefulSet, by the start-at-zero admission policy; the API default 1 for the
+//!    Deployment) to their members; the PersistentFleet's disks are zonal and bound in three zones.
 //! 2. Re-applying Git as Argo CD (manager `argocd-controller`, forced) while the healer
 //!    owns replicas: no conflict, replicas untouched, and a server-side dry-run apply of
 //!    the Git manifests changes nothing (no OutOfSync caused by the healer).
@@ -36,9 +37,11 @@ async fn growth(env: &mut Env) -> Result<()> {
     let alpha = env.apply_fleet(&pf.yaml()).await?;
     let beta = env.apply_fleet(&bf.yaml()).await?;
     // Git renders no replicas: the API server defaults them to 1.
+    // The start-at-zero admission policy creates the StatefulSet with no member; the
+    // Deployment gets the API default.
     ensure!(
-        replicas(env, "alpha").await? == Some(1),
-        "StatefulSet not at the API default"
+        replicas(env, "alpha").await? == Some(0),
+        "StatefulSet not created at 0 replicas"
     );
     ensure!(
         replicas(env, "beta").await? == Some(1),
@@ -72,15 +75,15 @@ async fn growth(env: &mut Env) -> Result<()> {
         started.elapsed()
     );
 
-    // Growth was written by the healer, one run: 1 -> 3 (all fresh claims).
+    // Growth was written by the healer, one run: 0 -> 3 (all fresh claims).
     let evs = fleet_events(&env.client, &env.ns, Some("alpha")).await?;
     let adds: Vec<&FleetEvent> = evs.iter().filter(|e| e.action == "SetReplicas").collect();
     for e in &evs {
         eprintln!("[growth] alpha event: {e}");
     }
     ensure!(
-        adds.len() == 1 && adds[0].note.contains("1 -> 3"),
-        "expected one growth run 1 -> 3, got {adds:?}"
+        adds.len() == 1 && adds[0].note.contains("0 -> 3"),
+        "expected one growth run 0 -> 3, got {adds:?}"
     );
     let fleets: Api<CelldFleet> = env.api();
     for f in ["alpha", "beta"] {
@@ -496,7 +499,7 @@ async fn watch_fails(env: &mut Env) -> Result<()> {
             let fleet = env.api::<CelldFleet>().get("alpha").await?;
             let untouched = fleet.metadata.finalizers.is_none() && fleet.status.is_none();
             let not_ready = env.h(h).http_status("/readyz").await? == 503;
-            Ok(untouched && not_ready && replicas(env, "alpha").await? == Some(1))
+            Ok(untouched && not_ready && replicas(env, "alpha").await? == Some(0))
         },
     )
     .await?;

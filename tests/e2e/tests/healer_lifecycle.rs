@@ -159,14 +159,25 @@ async fn foreign_claim_blocks_growth() -> Result<()> {
 
 async fn foreign_claim(env: &mut Env) -> Result<()> {
     let claims_api: Api<PersistentVolumeClaim> = env.api();
-    let foreign: PersistentVolumeClaim = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "data-delta-2", "namespace": env.ns,
-                     "labels": {"fleet.celld.dev/identity": new_identity()}},
-        "spec": {"accessModes": ["ReadWriteOncePod"], "storageClassName": STORAGE_CLASS,
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))?;
-    let foreign = claims_api.create(&PostParams::default(), &foreign).await?;
+    let other = new_identity();
+    let make = |name: &str| -> Result<PersistentVolumeClaim> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": env.ns,
+                         "labels": {"fleet.celld.dev/identity": other}},
+            "spec": {"accessModes": ["ReadWriteOncePod"], "storageClassName": STORAGE_CLASS,
+                     "resources": {"requests": {"storage": "1Gi"}}},
+        }))?)
+    };
+    // Another fleet's disks at two of our member names, ordinal 0 included: before the
+    // start-at-zero admission policy, the API default of 1 replica started member 0 on
+    // such a disk before the healer could look.
+    let foreign = claims_api
+        .create(&PostParams::default(), &make("data-delta-2")?)
+        .await?;
+    let foreign0 = claims_api
+        .create(&PostParams::default(), &make("data-delta-0")?)
+        .await?;
     let f = FleetFile::persistent(&env.ns, "delta", 3);
     env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
@@ -180,12 +191,36 @@ async fn foreign_claim(env: &mut Env) -> Result<()> {
     )
     .await?;
     eprintln!("[foreign-claim] Blocked/StorageIdentityConflict: {msg}");
-    holds_for("no growth", Duration::from_secs(8), || async {
-        Ok(replicas(env, "delta").await? == Some(1))
-    })
+    holds_for(
+        "no growth, and no member on the foreign disk at ordinal 0",
+        Duration::from_secs(8),
+        || async {
+            let pods: Api<Pod> = env.api();
+            let mounted = pods.list(&Default::default()).await?.items.iter().any(|p| {
+                p.spec
+                    .iter()
+                    .flat_map(|s| s.volumes.iter().flatten())
+                    .any(|v| {
+                        v.persistent_volume_claim
+                            .as_ref()
+                            .is_some_and(|c| c.claim_name == "data-delta-0")
+                    })
+            });
+            Ok(replicas(env, "delta").await? == Some(0) && !mounted)
+        },
+    )
     .await?;
-    let c = claims_api.get("data-delta-2").await?;
-    ensure!(c.metadata.uid == foreign.metadata.uid && c.metadata.deletion_timestamp.is_none());
+    for (name, uid) in [
+        ("data-delta-2", &foreign.metadata.uid),
+        ("data-delta-0", &foreign0.metadata.uid),
+    ] {
+        let c = claims_api.get(name).await?;
+        ensure!(&c.metadata.uid == uid && c.metadata.deletion_timestamp.is_none());
+        ensure!(
+            c.status.and_then(|s| s.phase).as_deref() != Some("Bound"),
+            "{name} was bound: a member used it"
+        );
+    }
     let ev = wait_event(
         env,
         "delta",
@@ -193,13 +228,13 @@ async fn foreign_claim(env: &mut Env) -> Result<()> {
         Duration::from_secs(5),
     )
     .await?;
-    eprintln!("[foreign-claim] replicas held at 1 and the claim untouched; Event: {ev}");
+    eprintln!("[foreign-claim] replicas held at 0 and the claims untouched; Event: {ev}");
     // Once the other fleet's claim is gone, growth proceeds. It is a fleet disk, so the
     // disk-protection policy wants the operator's mark first.
-    allow_claim_deletion(&claims_api, "data-delta-2").await?;
-    claims_api
-        .delete("data-delta-2", &DeleteParams::default())
-        .await?;
+    for name in ["data-delta-2", "data-delta-0"] {
+        allow_claim_deletion(&claims_api, name).await?;
+        claims_api.delete(name, &DeleteParams::default()).await?;
+    }
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(90)).await?;
     wait_condition(
         env,
