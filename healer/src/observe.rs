@@ -78,6 +78,8 @@ pub struct Inputs<'a> {
     pub identity_conflict: Option<&'a str>,
     /// Claim uid -> when the runtime first saw it Lost (without a break since).
     pub lost_since: &'a BTreeMap<String, Timestamp>,
+    /// Pod uid -> when a failed force delete may be tried again.
+    pub force_delete_retry: &'a BTreeMap<String, Timestamp>,
     /// The reservation looked up for the fleet's bucket and prefix: `Some(None)` when
     /// looked up and absent, `None` when not looked up.
     pub reservation: Option<Option<&'a CelldBucketReservation>>,
@@ -178,7 +180,9 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
         let ours = label(m, IDENTITY) == Some(&fleet.identity)
             || label(m, REPLACEMENT_INDEX) == Some(&fleet.identity);
         if ours {
-            pods.push(pod(p, &rs_owner, i.node_zones)?);
+            let mut p = pod(p, &rs_owner, i.node_zones)?;
+            p.force_delete_retry_at = i.force_delete_retry.get(&p.uid).copied();
+            pods.push(p);
         }
     }
     let mut claims = Vec::new();
@@ -453,6 +457,7 @@ fn pod(
         replacement_index: label(m, REPLACEMENT_INDEX).cloned(),
         record,
         force_deleted: m.deletion_grace_period_seconds == Some(0),
+        force_delete_retry_at: None,
         other_finalizers: m
             .finalizers
             .iter()
@@ -559,6 +564,7 @@ mod tests {
             capacity: &CapacitySignal::default(),
             identity_conflict: None,
             lost_since: &BTreeMap::new(),
+            force_delete_retry: &BTreeMap::new(),
             reservation: None,
         })
     }

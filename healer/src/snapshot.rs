@@ -287,6 +287,9 @@ pub struct Pod {
     pub force_deleted: bool,
     /// Finalizers other than the healer's own, which keep the Pod after any delete.
     pub other_finalizers: Vec<String>,
+    /// A force delete of this Pod failed: not tried again before this time (the
+    /// runtime's back-off), so later rules run meanwhile.
+    pub force_delete_retry_at: Option<Timestamp>,
 }
 
 impl Pod {

@@ -130,6 +130,7 @@ pub fn member(o: u32, kind: WorkloadKind) -> Pod {
         record: None,
         force_deleted: false,
         other_finalizers: Vec::new(),
+        force_delete_retry_at: None,
     }
 }
 

@@ -14,6 +14,7 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
     let mut due = None;
     let mut wakes = Vec::new();
     let mut held = Vec::new();
+    let mut retrying = Vec::new();
     for p in cx.member_list.iter().copied() {
         // A Pod held by a disk handoff is resolved by rules H1-H5 first.
         if p.replacement_finalizer {
@@ -24,6 +25,13 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
         // later rule, so it is reported and left to whoever owns the finalizer.
         if p.force_deleted && p.deletion.is_some() {
             held.push(p);
+            continue;
+        }
+        // A force delete that failed is retried on the runtime's back-off; meanwhile the
+        // later rules run.
+        if let Some(t) = p.force_delete_retry_at.filter(|t| *t > cx.now) {
+            wakes.push(t);
+            retrying.push((p, t));
             continue;
         }
         let Some(t) = p.deletion else { continue };
@@ -37,6 +45,13 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
     }
     for t in wakes {
         cx.wake_at(t);
+    }
+    if let Some((p, t)) = retrying.first() {
+        cx.held_note = Some(format!(
+            "Force-deleting Pod {} failed; it is tried again at {}",
+            p.name,
+            t.rfc3339()
+        ));
     }
     if let Some(h) = held.first() {
         let who = if h.other_finalizers.is_empty() {

@@ -416,3 +416,18 @@ fn the_status_names_the_reservation_once_found_with_this_identity() {
     assert_eq!(p.rule, "S1");
     assert_eq!(p.status.reservation, None);
 }
+
+#[test]
+fn f1_a_failed_force_delete_waits_its_back_off_and_later_rules_run() {
+    let mut s = bucket_ordered(3);
+    s.fleet.members = Some(4);
+    let p = s.pod(2);
+    p.deletion = Some(at(-30));
+    p.force_delete_retry_at = Some(at(2));
+    let plan_now = plan(&s, T0);
+    // Growth (rule G2 for a Bucket fleet) is not starved by the stuck Pod.
+    assert_eq!(plan_now.rule, "G2");
+    assert!(plan_now.wake_at.is_some_and(|t| t <= at(2)));
+    // Once the back-off passed, F1 tries again first.
+    assert_eq!(plan(&s, at(2)).rule, "F1");
+}

@@ -224,6 +224,8 @@ struct Ctx {
     application_interval: Duration,
     /// Claim uid -> when this process first saw it Lost (without a break since).
     lost: Mutex<HashMap<String, Timestamp>>,
+    /// Pod uid -> (failed force deletes in a row, when to try again).
+    force_retry: Mutex<HashMap<String, (u32, Timestamp)>>,
     /// The last report of ignored objects per fleet (reported once per change).
     ignored: Mutex<HashMap<ObjectRef<CelldFleet>, Vec<String>>>,
     /// Asks for a reconcile of a fleet (a finished application observation).
@@ -431,6 +433,7 @@ impl Controller {
             observer: Arc::new(Observer::default()),
             application_interval: s.application_interval,
             lost: Mutex::new(HashMap::new()),
+            force_retry: Mutex::new(HashMap::new()),
             ignored: Mutex::new(HashMap::new()),
             poke: poke_tx,
         });
@@ -706,6 +709,13 @@ fn snapshot_of(
     let all = ctx.stores.fleets.state();
     let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
     let lost_since = track_lost(&ctx.lost, &g.claims, now);
+    let force_retry: BTreeMap<String, Timestamp> = ctx
+        .force_retry
+        .lock()
+        .expect("force retry")
+        .iter()
+        .map(|(uid, (_, t))| (uid.clone(), *t))
+        .collect();
     let reservation = ctx
         .stores
         .reservations
@@ -724,6 +734,7 @@ fn snapshot_of(
         capacity: &capacity,
         identity_conflict: owner.as_deref(),
         lost_since: &lost_since,
+        force_delete_retry: &force_retry,
         reservation: Some(reservation.as_deref()),
     })
 }
@@ -940,6 +951,9 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
                 );
                 record_action_event(&ctx, &fleet, &plan, action).await;
                 ctx.failures.lock().expect("failures").remove(&key);
+                if let Action::ForceDeletePod { uid, .. } = action {
+                    ctx.force_retry.lock().expect("force retry").remove(uid);
+                }
             }
             Err(ActError::NotLeader) => {
                 ctx.metrics.action(kind, "not_leader");
@@ -951,6 +965,21 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
                 ctx.metrics.reconcile("conflict");
                 info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
                 return Ok(KAction::requeue(Duration::from_secs(2)));
+            }
+            Err(e) if matches!(action, Action::ForceDeletePod { .. }) => {
+                // Rule F1 must not starve the fleet's later rules: the Pod waits out a
+                // back-off (5 s doubling to 5 min) and the fleet is looked at again now.
+                ctx.metrics.action(kind, e.outcome());
+                ctx.metrics.reconcile("error");
+                ctx.metrics.error("api");
+                if let Action::ForceDeletePod { uid, name } = action {
+                    let mut m = ctx.force_retry.lock().expect("force retry");
+                    let n = m.get(uid).map_or(0, |(n, _)| *n).saturating_add(1);
+                    let wait = (5_000i64 << n.min(6)).min(300_000);
+                    m.insert(uid.clone(), (n, now + crate::time::Span(wait)));
+                    warn!(fleet = %key, pod = %name, error = %e, retry_in_ms = wait, "force delete failed; retried on a back-off");
+                }
+                return Ok(KAction::requeue(Duration::from_secs(1)));
             }
             Err(e) => {
                 ctx.metrics.action(kind, e.outcome());
@@ -1206,6 +1235,17 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         .map(|f| ObjectRef::from_obj(&**f))
         .collect();
     blocked.retain(|k, _| live.contains(k));
+    {
+        let pods: std::collections::HashSet<String> = ctx
+            .stores
+            .pods
+            .state()
+            .iter()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        let mut retry = ctx.force_retry.lock().expect("force retry");
+        retry.retain(|uid, _| pods.contains(uid));
+    }
     {
         let mut lost = ctx.lost.lock().expect("lost claims");
         if !lost.is_empty() {

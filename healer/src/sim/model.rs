@@ -294,6 +294,7 @@ fn decoys() -> Vec<Decoy> {
             }),
             force_deleted: false,
             other_finalizers: Vec::new(),
+            force_delete_retry_at: None,
         })));
         out.push(Decoy::Claim(s::Claim {
             name: format!("data-{FLEET}-1-{o}"),
@@ -1223,6 +1224,7 @@ impl Sim {
                 record: p.record.clone().map(s::RecordState::Valid),
                 force_deleted: false,
                 other_finalizers: Vec::new(),
+                force_delete_retry_at: None,
             })
             .collect();
         let mut claims: Vec<s::Claim> = self
