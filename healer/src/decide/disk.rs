@@ -200,9 +200,14 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                     LeftAlone::NoPod => {
                         format!("{what}; waiting for the StatefulSet to recreate it")
                     }
-                    LeftAlone::Terminating => {
-                        format!("{what}; waiting for its Pod to finish terminating")
-                    }
+                    LeftAlone::Terminating => match cx.member(o).filter(|p| p.force_deleted) {
+                        // Held by someone else's finalizer after F1: that owner must act.
+                        Some(p) if !p.other_finalizers.is_empty() => format!(
+                            "{what}; it was force-deleted but finalizer {} keeps it, so it returns once that finalizer's owner releases it",
+                            p.other_finalizers.join(", ")
+                        ),
+                        _ => format!("{what}; waiting for its Pod to finish terminating"),
+                    },
                     LeftAlone::NotBound => {
                         format!("{what}; it has no bound disk yet, so a fresh one would not help")
                     }

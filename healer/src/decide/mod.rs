@@ -468,9 +468,9 @@ fn run(cx: &mut Ctx) -> Outcome {
     if let Some(o) = hold {
         return o;
     }
-    // Rule S2 (waiting on members): a note from the disk rules, or a Pod held past its
-    // force delete (rule F1).
-    if let Some(m) = note.or_else(|| cx.held_note.clone()) {
+    // Rule S2 (waiting on members): a Pod held past its force delete (rule F1: only a
+    // person can release it, so it is named first), or a note from the disk rules.
+    if let Some(m) = cx.held_note.clone().or(note) {
         return Outcome::report("S2", Reason::Provisioning, m);
     }
     // Rule S3 (rolling out).

@@ -286,6 +286,31 @@ fn f1_does_not_starve_later_rules_on_a_pod_held_by_a_foreign_finalizer() {
     assert!(!matches!(p.action, Some(Action::ForceDeletePod { .. })));
     // Later rules ran: growth is held by G4 (member 2 undecided), not by F1.
     assert_eq!(p.rule, "G4", "{}", message(&p));
+    // A PersistentFleet names the finalizer too, in the condition and on the member.
+    let mut s = persistent(3);
+    let p = s.pod(2);
+    p.deletion = Some(at(-30));
+    p.force_deleted = true;
+    p.other_finalizers = vec!["example.com/backup".into()];
+    let p = plan(&s, T0);
+    assert!(
+        message(&p).contains("example.com/backup"),
+        "{}",
+        message(&p)
+    );
+    let m = p
+        .status
+        .member_states
+        .iter()
+        .find(|m| m.name == "alpha-2")
+        .unwrap();
+    assert!(
+        m.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("example.com/backup"),
+        "{m:?}"
+    );
     // With nothing else to say (a Bucket `Ordered` fleet has no disk rules), the hold is
     // reported.
     let mut s = bucket_ordered(3);
