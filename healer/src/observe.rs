@@ -200,6 +200,10 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
             claims.push(c);
         }
     }
+    // One order whatever the source (a cache's hash order, the API's name order), so the
+    // decision on the caches and the one on a fresh read pick the same object.
+    pods.sort_by(|a, b| (&a.name, &a.uid).cmp(&(&b.name, &b.uid)));
+    claims.sort_by(|a, b| (&a.name, &a.uid).cmp(&(&b.name, &b.uid)));
     Ok(Snapshot {
         fleet,
         workload,

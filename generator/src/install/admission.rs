@@ -233,6 +233,29 @@ pub fn start_policy() -> Value {
     })
 }
 
+/// The mutating policy's binding: with `--watch-namespace`, only that namespace's
+/// StatefulSets start at 0 (no healer grows them elsewhere).
+pub fn start_binding(o: &InstallOptions) -> Value {
+    let mut spec = json!({"policyName": START_POLICY});
+    if let Some(ns) = &o.watch_namespace {
+        spec["matchResources"] = json!({
+            "namespaceSelector": {
+                "matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": [ns],
+                }],
+            },
+        });
+    }
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": START_POLICY},
+        "spec": spec,
+    })
+}
+
 /// The policies and their bindings, as (file name, object), in apply order.
 pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
     vec![
@@ -247,14 +270,6 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         ("disk-protection-policy.yaml".into(), disk_policy(o)),
         ("disk-protection-binding.yaml".into(), binding(DISK_POLICY)),
         ("start-at-zero-policy.yaml".into(), start_policy()),
-        (
-            "start-at-zero-binding.yaml".into(),
-            json!({
-                "apiVersion": API_VERSION,
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": {"name": START_POLICY},
-                "spec": {"policyName": START_POLICY},
-            }),
-        ),
+        ("start-at-zero-binding.yaml".into(), start_binding(o)),
     ]
 }

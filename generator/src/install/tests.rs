@@ -628,3 +628,18 @@ fn fleet_statefulsets_are_created_at_zero_replicas() {
         "Object{spec: Object.spec{replicas: 0}}"
     );
 }
+
+#[test]
+fn start_at_zero_covers_only_the_served_namespace() {
+    use super::admission::start_binding;
+    let all = start_binding(&InstallOptions::default());
+    assert!(all["spec"].get("matchResources").is_none());
+    let one = start_binding(&InstallOptions {
+        watch_namespace: Some("apps".into()),
+        ..InstallOptions::default()
+    });
+    assert_eq!(
+        one["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"],
+        serde_json::json!(["apps"])
+    );
+}

@@ -36,7 +36,9 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
         }
         let Some(t) = p.deletion else { continue };
         if cx.now >= t + margin {
-            if due.is_none() {
+            // The first by name, whatever order the snapshot came in: the decision on
+            // the caches and the one on the fresh read must pick the same Pod.
+            if due.is_none_or(|d: &crate::snapshot::Pod| p.name < d.name) {
                 due = Some(p);
             }
         } else {

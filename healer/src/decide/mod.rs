@@ -216,15 +216,26 @@ impl<'a> Ctx<'a> {
         member_ordinal(&self.fleet.name, &p.name).is_some_and(|o| o < MAX_ORDINAL)
     }
 
-    /// Why the fleet may get no action but handoff aborts (V1, V2), if it may not.
+    /// Why a handoff must be aborted rather than finished (V1, V2, V3), if it must.
     pub fn restricted(&self) -> Option<&'static str> {
         if self.fleet.identity_conflict.is_some() {
             Some("an older fleet carries the same identity")
         } else if !self.fleet.invalid.is_empty() {
             Some("its live spec is invalid")
+        } else if self.storage_conflict() {
+            Some("its bucket is reserved to another identity")
         } else {
             None
         }
+    }
+
+    /// Rule V3's condition: the bucket reservation names another identity.
+    pub fn storage_conflict(&self) -> bool {
+        self.fleet.reservation.as_ref().is_some_and(|r| {
+            r.identity
+                .as_deref()
+                .is_some_and(|o| o != self.fleet.identity)
+        })
     }
 
     /// Asks to be woken at `t` (the earliest request wins).

@@ -456,3 +456,32 @@ fn f1_a_failed_force_delete_waits_its_back_off_and_later_rules_run() {
     // Once the back-off passed, F1 tries again first.
     assert_eq!(plan(&s, at(2)).rule, "F1");
 }
+
+#[test]
+fn the_plan_does_not_depend_on_the_order_objects_come_in() {
+    let cfg = Config::default();
+    let mut fixtures = Vec::new();
+    // Two members stranded past their grace (F1 picks one).
+    let mut s = persistent(4);
+    s.pod(1).deletion = Some(at(-30));
+    s.pod(2).deletion = Some(at(-30));
+    fixtures.push(s);
+    // Deletion with several claims (D5 picks one).
+    let mut s = emptied(persistent(3));
+    s.fleet.deletion_protected = false;
+    fixtures.push(s);
+    // A due replacement among several members.
+    let mut s = persistent(5);
+    s.down(3, at(-30));
+    fixtures.push(s);
+    for s in fixtures {
+        let a = decide(&s, T0, &cfg);
+        let mut r = s.clone();
+        r.pods.reverse();
+        r.claims.reverse();
+        let b = decide(&r, T0, &cfg);
+        assert_eq!(a.action, b.action);
+        assert_eq!(a.rule, b.rule);
+        assert_eq!(a.status, b.status);
+    }
+}

@@ -224,6 +224,8 @@ struct Ctx {
     application_interval: Duration,
     /// Claim uid -> when this process first saw it Lost (without a break since).
     lost: Mutex<HashMap<String, Timestamp>>,
+    /// Consecutive reconciles whose destructive write the fresh read did not confirm.
+    holds: Mutex<HashMap<ObjectRef<CelldFleet>, u32>>,
     /// Pod uid -> (failed force deletes in a row, when to try again).
     force_retry: Mutex<HashMap<String, (u32, Timestamp)>>,
     /// The last report of ignored objects per fleet (reported once per change).
@@ -434,6 +436,7 @@ impl Controller {
             application_interval: s.application_interval,
             lost: Mutex::new(HashMap::new()),
             force_retry: Mutex::new(HashMap::new()),
+            holds: Mutex::new(HashMap::new()),
             ignored: Mutex::new(HashMap::new()),
             poke: poke_tx,
         });
@@ -769,7 +772,14 @@ async fn confirm_fresh(
     fleet: &CelldFleet,
     action: &Action,
     now: Timestamp,
-) -> Result<(Confirmation, Option<Arc<Pod>>, Option<Plan>), kube::Error> {
+) -> Result<
+    (
+        Confirmation,
+        Option<Arc<Pod>>,
+        Option<(Plan, Arc<CelldFleet>)>,
+    ),
+    kube::Error,
+> {
     ctx.metrics.fresh_reads.inc();
     let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
@@ -801,7 +811,7 @@ async fn confirm_fresh(
             .cloned()
             .map(Arc::new)
     });
-    Ok((c, pod, Some(plan)))
+    Ok((c, pod, Some((plan, Arc::new(fresh_fleet)))))
 }
 
 /// Logs and records an Event when the objects `decide` ignored changed.
@@ -894,27 +904,44 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
     // from the API server (see `crate::confirm`); the write then carries the fresh
     // preconditions, and the fresh Pod for a handoff.
     let mut fresh_pod = None;
+    let mut fleet = fleet;
     if let Some(action) = plan.action.clone()
         && confirm::needs_confirmation(&action)
     {
         match confirm_fresh(&ctx, &fleet, &action, now).await {
-            Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, _)) => {
+            Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, fresh)) => {
                 if a != action {
                     info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");
                 }
+                // The fresh plan whole (its rule, event, status and wake-up describe the
+                // write actually made), against the fresh CelldFleet.
+                if let Some((p, f)) = fresh {
+                    plan = p;
+                    fleet = f;
+                }
                 plan.action = Some(a);
                 fresh_pod = pod;
+                ctx.holds.lock().expect("holds").remove(&key);
             }
-            Ok((Confirmation::Hold(why), _, fresh_plan)) => {
+            Ok((Confirmation::Hold(why), _, fresh)) => {
                 ctx.metrics.action(act::kind(&action), "unconfirmed");
                 ctx.metrics.reconcile("unconfirmed");
                 info!(fleet = %key, rule = plan.rule, action = ?action, why = %why, "not confirmed on a fresh read: no write");
-                // Report what the fresh read shows, and look again once the caches had
-                // time to catch up.
-                if let Some(p) = fresh_plan {
-                    write_status(&ctx, &fleet, &p).await?;
+                // Report what the fresh read shows. Look again once the caches had time
+                // to catch up, backing off while they keep disagreeing (a lasting cause,
+                // such as an unlabelled workload named like the fleet, must not become a
+                // read every few seconds); a watch event still triggers a reconcile.
+                if let Some((p, f)) = fresh {
+                    write_status(&ctx, &f, &p).await?;
                 }
-                return Ok(KAction::requeue(Duration::from_secs(5)));
+                let n = {
+                    let mut holds = ctx.holds.lock().expect("holds");
+                    let n = holds.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add(1);
+                    *n
+                };
+                let secs = (5u64 << (n - 1).min(6)).min(300);
+                return Ok(KAction::requeue(Duration::from_secs(secs)));
             }
             Err(e) => {
                 ctx.metrics.reconcile("error");
@@ -923,6 +950,9 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
             }
         }
     }
+
+    // Not held (a held reconcile returned above).
+    ctx.holds.lock().expect("holds").remove(&key);
 
     if let Some(action) = &plan.action {
         let kind = act::kind(action);
@@ -1192,17 +1222,28 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
             if !ctx.gate.may_act() {
                 return Ok(());
             }
-            api.patch_status(
-                &fleet.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-            .map_err(|e| {
-                ctx.metrics.error("status");
-                ReconcileError::Status(e)
-            })?;
-            ctx.metrics.status_writes.inc();
+            let r = api
+                .patch_status(
+                    &fleet.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&body),
+                )
+                .await;
+            match r {
+                Ok(_) => {
+                    ctx.metrics.status_writes.inc();
+                }
+                // The fleet moved on since it was read (a lagging cache, another writer):
+                // its watch event brings a reconcile with the newer version.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    debug!(fleet = %key, "status not written: the CelldFleet changed since it was read");
+                    return Ok(());
+                }
+                Err(e) => {
+                    ctx.metrics.error("status");
+                    return Err(ReconcileError::Status(e));
+                }
+            }
         }
     }
     // A change of Blocked: its status flipped, or it stays True for another reason.
@@ -1225,8 +1266,20 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
             .await;
     }
     let blocked_now = is.as_ref().is_some_and(|(s, _, _)| s == "True");
-    let mut blocked = ctx.blocked.lock().expect("blocked");
-    blocked.insert(key, blocked_now);
+    let count = {
+        let mut blocked = ctx.blocked.lock().expect("blocked");
+        blocked.insert(key, blocked_now);
+        blocked.values().filter(|b| **b).count()
+    };
+    ctx.metrics.blocked_fleets.set(count as i64);
+    forget_gone(ctx);
+    Ok(())
+}
+
+/// Drops what the controller remembers of fleets, Pods and claims that are gone, so no
+/// per-object map outgrows the cluster. Scans a cache only when a map may hold such an
+/// entry, and never while holding another lock.
+fn forget_gone(ctx: &Ctx) {
     let live: std::collections::HashSet<ObjectRef<CelldFleet>> = ctx
         .stores
         .fleets
@@ -1234,8 +1287,32 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
         .iter()
         .map(|f| ObjectRef::from_obj(&**f))
         .collect();
-    blocked.retain(|k, _| live.contains(k));
-    {
+    ctx.blocked
+        .lock()
+        .expect("blocked")
+        .retain(|k, _| live.contains(k));
+    ctx.failures
+        .lock()
+        .expect("failures")
+        .retain(|k, _| live.contains(k));
+    ctx.wakes
+        .lock()
+        .expect("wakes")
+        .retain(|k, _| live.contains(k));
+    ctx.unreadable
+        .lock()
+        .expect("unreadable")
+        .retain(|k, _| live.contains(k));
+    ctx.ignored
+        .lock()
+        .expect("ignored")
+        .retain(|k, _| live.contains(k));
+    ctx.holds
+        .lock()
+        .expect("holds")
+        .retain(|k, _| live.contains(k));
+    ctx.observer.retain(&live);
+    if !ctx.force_retry.lock().expect("force retry").is_empty() {
         let pods: std::collections::HashSet<String> = ctx
             .stores
             .pods
@@ -1243,27 +1320,24 @@ async fn write_status(ctx: &Ctx, fleet: &CelldFleet, plan: &Plan) -> Result<(), 
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
-        let mut retry = ctx.force_retry.lock().expect("force retry");
-        retry.retain(|uid, _| pods.contains(uid));
+        ctx.force_retry
+            .lock()
+            .expect("force retry")
+            .retain(|uid, _| pods.contains(uid));
     }
-    {
-        let mut lost = ctx.lost.lock().expect("lost claims");
-        if !lost.is_empty() {
-            let claims: std::collections::HashSet<String> = ctx
-                .stores
-                .claims
-                .state()
-                .iter()
-                .filter_map(|c| c.metadata.uid.clone())
-                .collect();
-            lost.retain(|uid, _| claims.contains(uid));
-        }
+    if !ctx.lost.lock().expect("lost claims").is_empty() {
+        let claims: std::collections::HashSet<String> = ctx
+            .stores
+            .claims
+            .state()
+            .iter()
+            .filter_map(|c| c.metadata.uid.clone())
+            .collect();
+        ctx.lost
+            .lock()
+            .expect("lost claims")
+            .retain(|uid, _| claims.contains(uid));
     }
-    ctx.observer.retain(&live);
-    ctx.metrics
-        .blocked_fleets
-        .set(blocked.values().filter(|b| **b).count() as i64);
-    Ok(())
 }
 
 /// An RFC 7396 merge patch turning `old` into `new`, or None when they are equal.

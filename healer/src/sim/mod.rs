@@ -31,6 +31,8 @@ mod model;
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+pub use model::run_seed_unconfirmed;
 pub use model::{Outcome, run_seed};
 
 use crate::time::Span;

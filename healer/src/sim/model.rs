@@ -228,6 +228,8 @@ struct Sim {
     revalid_at: Option<i64>,
     /// The spec turns invalid right after the next handoff commits.
     invalid_on_commit: bool,
+    /// An older fleet with the same identity shows up right after the next commit.
+    conflict_on_commit: bool,
     /// When deletion protection is turned off (deliberate deletion after a refusal).
     unprotect_at: Option<i64>,
     /// No convergence promise (two faults at once, or a conflicted fleet).
@@ -382,6 +384,7 @@ impl Sim {
             relost: Vec::new(),
             revalid_at: None,
             invalid_on_commit: false,
+            conflict_on_commit: false,
             unprotect_at: None,
             safety_only: false,
         };
@@ -961,6 +964,9 @@ impl Sim {
                     self.fail_pod(i, Container::NoDisk);
                 }
             }
+            Fault::Invalid if self.rng.chance(10) => {
+                self.conflict_on_commit = true;
+            }
             Fault::Invalid if self.rng.chance(50) => {
                 // Armed: the spec turns invalid right after the next handoff commits, so
                 // a committed handoff meets rule H2 (abort, keep the disk).
@@ -1329,6 +1335,15 @@ impl Sim {
         v.pods = self.views[a].pods.clone();
         v.claims = self.views[b].claims.clone();
         v.workload = self.views[c].workload.clone();
+        // A cache hands objects over in its own (hash) order, unlike the fresh read.
+        for k in (1..v.pods.len()).rev() {
+            let j = self.rng.below(k as u64 + 1) as usize;
+            v.pods.swap(k, j);
+        }
+        for k in (1..v.claims.len()).rev() {
+            let j = self.rng.below(k as u64 + 1) as usize;
+            v.claims.swap(k, j);
+        }
         v
     }
 
@@ -1569,6 +1584,14 @@ impl Sim {
                     p.rv = rv;
                     self.out.handoffs += 1;
                 });
+                if std::mem::take(&mut self.conflict_on_commit) {
+                    // The healer learns of an older fleet with this identity (its watch
+                    // caught up) while a handoff is committed: rule H2 must abort it.
+                    self.log(|| "an older fleet with this identity appeared".into());
+                    self.conflicted = true;
+                    self.safety_only = true;
+                    self.converge_by = None;
+                }
                 if std::mem::take(&mut self.invalid_on_commit) {
                     self.log(|| "the spec turned invalid after the commit".into());
                     self.fleet.invalid = true;
@@ -1666,22 +1689,18 @@ impl Sim {
                 "{a:?} for a fleet whose identity belongs to an older fleet"
             )));
         }
-        if self.fleet.invalid && !abort {
+        let conflicted_release = self.conflicted
+            && self.fleet.deleting
+            && matches!(a, Action::RemoveFleetFinalizer { .. });
+        if self.fleet.invalid && !abort && !conflicted_release {
             return Err(Violation(format!("{a:?} for a fleet with an invalid spec")));
         }
-        // (A conflicted fleet's release deletes nothing, protected or not.)
+        // A protected fleet being deleted: nothing destroyed, no release. (A conflicted
+        // fleet's release deletes nothing, protected or not.)
         if self.fleet.deleting
             && self.fleet.protected
-            && !self.conflicted
-            && matches!(
-                a,
-                Action::DeleteWorkload { .. }
-                    | Action::DeleteClaim {
-                        purpose: ClaimDeletion::FleetDeletion,
-                        ..
-                    }
-                    | Action::RemoveFleetFinalizer { .. }
-            )
+            && (a.is_destructive()
+                || (!self.conflicted && matches!(a, Action::RemoveFleetFinalizer { .. })))
         {
             return Err(Violation(format!(
                 "{a:?} while the fleet's deletion protection is on"
@@ -2046,6 +2065,15 @@ pub fn run_seed(seed: u64) -> Result<Outcome, (Violation, Vec<String>)> {
             Err((v, again.trace.unwrap_or_default()))
         }
     }
+}
+
+/// The mutation check of the fresh-read confirmation: runs one seed with the healer
+/// acting on its lagging caches unconfirmed. Returns the violation, if any.
+#[cfg(test)]
+pub fn run_seed_unconfirmed(seed: u64) -> Option<Violation> {
+    let mut sim = Sim::new(seed, false);
+    sim.skip_confirmation = true;
+    sim.run().err()
 }
 
 #[allow(dead_code)]

@@ -752,6 +752,7 @@ pub async fn install(client: &Client) -> Result<()> {
         "volumeBindingMode": "WaitForFirstConsumer",
     });
     apply(client, &sc, SETUP, false).await?;
+    start_at_zero_in_effect(client).await?;
     for crd in bundle
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
@@ -801,6 +802,39 @@ pub async fn install(client: &Client) -> Result<()> {
         .await?;
     }
     Ok(())
+}
+
+/// Waits until the API server enforces the start-at-zero admission policy (a new policy
+/// takes a moment to load): a server-side dry-run create of a celld-gen StatefulSet must
+/// come back with `replicas: 0`. Without this wait, the first test on a fresh cluster
+/// could create its StatefulSet at the API default of 1.
+async fn start_at_zero_in_effect(client: &Client) -> Result<()> {
+    let probe: StatefulSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "celld-e2e-start-probe", "namespace": HEALER_NAMESPACE,
+                     "labels": {IDENTITY: "probe", celld_gen::api::labels::MANAGED_BY:
+                                celld_gen::api::labels::MANAGED_BY_VALUE}},
+        "spec": {"serviceName": "probe", "selector": {"matchLabels": {"probe": "x"}},
+                 "template": {"metadata": {"labels": {"probe": "x"}},
+                              "spec": {"containers": [{"name": "c", "image": "probe"}]}}},
+    }))?;
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), HEALER_NAMESPACE);
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    wait_for(
+        "the start-at-zero admission policy in effect",
+        Duration::from_secs(60),
+        || {
+            let (api, probe, pp) = (api.clone(), probe.clone(), pp.clone());
+            async move {
+                let made = api.create(&pp, &probe).await?;
+                Ok((made.spec.and_then(|s| s.replicas) == Some(0)).then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 /// Kinds of `celld-gen install --stdout` the tests apply.
