@@ -17,7 +17,8 @@
 //! And one MutatingAdmissionPolicy (GA in Kubernetes 1.36):
 //!
 //! - [`START_POLICY`]: a StatefulSet that celld-gen rendered (identity label and
-//!   `app.kubernetes.io/managed-by: celld-gen`) is created with `spec.replicas: 0`.
+//!   `app.kubernetes.io/managed-by: celld-gen`) and created at the API default (1) is
+//!   created with `spec.replicas: 0` instead; a count written on purpose is kept.
 //!   celld-gen never renders replicas, so without it the API server's default of 1 would
 //!   start member 0 the moment Argo CD or Flux creates the workload, before the healer
 //!   could see another fleet's claim already at `data-<fleet>-0` (rule G1). Starting at
@@ -202,6 +203,9 @@ pub fn rendered_workload() -> String {
     )
 }
 
+/// CEL: the StatefulSet arrives with the API server's default replica count.
+pub const API_DEFAULT_REPLICAS: &str = "!has(object.spec.replicas) || object.spec.replicas == 1";
+
 /// The mutating policy: fleet StatefulSets are created with no member.
 pub fn start_policy() -> Value {
     json!({
@@ -219,10 +223,13 @@ pub fn start_policy() -> Value {
                     "resources": ["statefulsets"],
                 }],
             },
-            "matchConditions": [{
-                "name": "rendered-by-celld-gen",
-                "expression": rendered_workload(),
-            }],
+            "matchConditions": [
+                {"name": "rendered-by-celld-gen", "expression": rendered_workload()},
+                // Defaulting runs before admission, so a StatefulSet created without
+                // replicas (celld-gen never renders them) arrives with 1; a larger count
+                // was written on purpose (a hand re-creation) and is kept.
+                {"name": "at-the-api-default", "expression": API_DEFAULT_REPLICAS},
+            ],
             "mutations": [{
                 "patchType": "ApplyConfiguration",
                 "applyConfiguration": {

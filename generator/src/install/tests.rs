@@ -619,6 +619,10 @@ fn fleet_statefulsets_are_created_at_zero_replicas() {
     // Creation of StatefulSets only: an update never resets the healer's replicas.
     assert_eq!(rule["operations"], serde_json::json!(["CREATE"]));
     assert_eq!(rule["resources"], serde_json::json!(["statefulsets"]));
+    assert_eq!(
+        p["spec"]["matchConditions"][1]["expression"],
+        super::admission::API_DEFAULT_REPLICAS
+    );
     let cond = rendered_workload();
     assert!(cond.contains("'fleet.celld.dev/identity'"), "{cond}");
     assert!(cond.contains("'app.kubernetes.io/managed-by'"), "{cond}");

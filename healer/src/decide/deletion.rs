@@ -72,13 +72,22 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
                     && match &p.controller {
                         // A Deployment's Pods may still name their ReplicaSet
                         // `<fleet>-<hash>`; a StatefulSet's only the set itself.
+                        // (`<fleet>-<hash>`: a fleet named `<fleet>-x` that shares the
+                        // identity has ReplicaSets `<fleet>-x-<hash>`, not ours.)
                         Some(c) => {
                             c.name == cx.fleet.name
-                                || (c.kind == "ReplicaSet" && c.name.starts_with(&prefix))
+                                || (c.kind == "ReplicaSet"
+                                    && c.name
+                                        .strip_prefix(&prefix)
+                                        .is_some_and(|h| !h.is_empty() && !h.contains('-')))
                         }
+                        // An orphaned Deployment Pod is `<fleet>-<hash>-<suffix>`.
                         None => {
                             cx.member_named(p)
-                                || (!cx.fleet.stateful_set && p.name.starts_with(&prefix))
+                                || (!cx.fleet.stateful_set
+                                    && p.name
+                                        .strip_prefix(&prefix)
+                                        .is_some_and(|r| r.matches('-').count() == 1))
                         }
                     }
             })

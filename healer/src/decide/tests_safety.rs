@@ -485,3 +485,35 @@ fn the_plan_does_not_depend_on_the_order_objects_come_in() {
         assert_eq!(a.status, b.status);
     }
 }
+
+#[test]
+fn d4_does_not_wait_for_a_same_identity_deployment_fleet_with_a_longer_name() {
+    let mut s = emptied(bucket(2));
+    s.fleet.deletion_protected = false;
+    // Fleet `alpha-x` (a copy) has ReplicaSet `alpha-x-5d8f7` and an orphan Pod.
+    let mut copy = member(0, WorkloadKind::Deployment);
+    copy.name = "alpha-x-5d8f7-abcde".into();
+    copy.controller = Some(Controller {
+        kind: "ReplicaSet".into(),
+        name: "alpha-x-5d8f7".into(),
+        uid: "copy-rs".into(),
+    });
+    let mut orphan = member(1, WorkloadKind::Deployment);
+    orphan.name = "alpha-x-5d8f7-fghij".into();
+    orphan.controller = None;
+    s.pods = vec![copy, orphan];
+    assert_eq!(plan(&s, T0).rule, "D7");
+    // Our own ReplicaSet's Pod and our own orphan do hold deletion.
+    let mut ours = member(0, WorkloadKind::Deployment);
+    ours.name = "alpha-7d9f8-abcde".into();
+    ours.controller = Some(Controller {
+        kind: "ReplicaSet".into(),
+        name: "alpha-7d9f8".into(),
+        uid: "rs".into(),
+    });
+    s.pods = vec![ours.clone()];
+    assert_eq!(plan(&s, T0).rule, "D4");
+    ours.controller = None;
+    s.pods = vec![ours];
+    assert_eq!(plan(&s, T0).rule, "D4");
+}

@@ -1091,10 +1091,34 @@ fn application(
     }
     if plan.action.is_none() && ctx.observer.start(key, interval) {
         let identity = fleet.spec.identity.clone();
+        // Only the fleet's own members: Pods its workload controls (directly, or through
+        // one of its ReplicaSets), never another fleet's that shares the identity.
+        let owners: std::collections::HashSet<&str> = g
+            .workload_sts
+            .iter()
+            .filter_map(|s| s.metadata.uid.as_deref())
+            .chain(g.replica_sets.iter().filter_map(|r| {
+                let dep = g.workload_dep.as_ref()?.metadata.uid.as_deref()?;
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && o.uid == dep)
+                    .then_some(r.metadata.uid.as_deref())
+                    .flatten()
+            }))
+            .collect();
         let members: Vec<Pod> = g
             .pods
             .iter()
             .filter(|p| label(*p, IDENTITY) == Some(identity.as_str()))
+            .filter(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && owners.contains(o.uid.as_str()))
+            })
             .cloned()
             .collect();
         let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
