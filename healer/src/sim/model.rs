@@ -216,6 +216,8 @@ struct Sim {
     views: VecDeque<s::Snapshot>,
     /// Test only: skip the fresh-read confirmation (the mutation check).
     skip_confirmation: bool,
+    /// Claim uid -> when the healer first saw it Lost (the runtime's memory).
+    lost_seen: std::collections::BTreeMap<String, Timestamp>,
     /// Objects of another fleet with the same identity, and claims at huge ordinals:
     /// the healer must never write to any of them.
     decoys: Vec<Decoy>,
@@ -379,6 +381,7 @@ impl Sim {
             laggy: false,
             views: VecDeque::new(),
             skip_confirmation: false,
+            lost_seen: std::collections::BTreeMap::new(),
             decoys: Vec::new(),
             conflicted: false,
             relost: Vec::new(),
@@ -1249,7 +1252,8 @@ impl Sim {
                     Phase::Bound => s::ClaimPhase::Bound,
                     Phase::Lost => s::ClaimPhase::Lost,
                 },
-                lost_since: c.lost_at.map(ts),
+                // Filled as the runtime does: from the healer's own first sighting.
+                lost_since: None,
             })
             .collect();
         let mut pods: Vec<s::Pod> = pods;
@@ -1326,12 +1330,15 @@ impl Sim {
             self.views.pop_front();
         }
         let n = self.views.len() as u64;
-        let (a, b, c) = (
+        let (a, b, c, d) = (
+            self.rng.below(n) as usize,
             self.rng.below(n) as usize,
             self.rng.below(n) as usize,
             self.rng.below(n) as usize,
         );
         let mut v = truth.clone();
+        // The CelldFleet lags too (its protection, pause, validity, resourceVersion).
+        v.fleet = self.views[d].fleet.clone();
         v.pods = self.views[a].pods.clone();
         v.claims = self.views[b].claims.clone();
         v.workload = self.views[c].workload.clone();
@@ -1347,14 +1354,28 @@ impl Sim {
         v
     }
 
+    /// What the runtime's Lost tracking does for a snapshot: a claim seen Lost keeps the
+    /// time it was first seen so; one seen not Lost is forgotten.
+    fn track_lost(&mut self, snap: &mut s::Snapshot) {
+        let now = ts(self.now);
+        for c in &mut snap.claims {
+            if c.phase == s::ClaimPhase::Lost {
+                c.lost_since = Some(*self.lost_seen.entry(c.uid.clone()).or_insert(now));
+            } else {
+                self.lost_seen.remove(&c.uid);
+            }
+        }
+    }
+
     fn reconcile(&mut self) -> Result<(), Violation> {
         self.out.reconciles += 1;
-        let truth = self.snapshot();
-        let snap = if self.laggy {
+        let mut truth = self.snapshot();
+        let mut snap = if self.laggy {
             self.skewed(&truth)
         } else {
             truth.clone()
         };
+        self.track_lost(&mut snap);
         let now = ts(self.now);
         let plan = crate::decide(&snap, now, &self.cfg);
         self.log(|| {
@@ -1369,6 +1390,7 @@ impl Sim {
             && confirm::needs_confirmation(a)
             && !self.skip_confirmation
         {
+            self.track_lost(&mut truth);
             let fresh = crate::decide(&truth, now, &self.cfg);
             match confirm::confirm(a, &fresh) {
                 Confirmation::Confirmed(x) | Confirmation::Instead(x) => action = Some(x),
@@ -1379,19 +1401,11 @@ impl Sim {
                 }
             }
         }
-        let mut destructive = 0;
+        // (At most one write per reconcile holds by construction: a plan has one action.)
         let mut ok = true;
         if let Some(a) = &action {
-            if a.is_destructive() {
-                destructive += 1;
-            }
             self.check_allowed(a)?;
             ok = self.act(a)?;
-        }
-        if destructive > 1 {
-            return Err(Violation(
-                "more than one destructive write in a reconcile".into(),
-            ));
         }
         // The healer may crash before its status write (or between any two writes).
         if ok && !self.rng.chance(3) {
