@@ -222,20 +222,22 @@ impl<'a> Ctx<'a> {
             Some("an older fleet carries the same identity")
         } else if !self.fleet.invalid.is_empty() {
             Some("its live spec is invalid")
-        } else if self.storage_conflict() {
+        } else if self.storage_conflict().is_some() {
             Some("its bucket is reserved to another identity")
         } else {
             None
         }
     }
 
-    /// Rule V3's condition: the bucket reservation names another identity.
-    pub fn storage_conflict(&self) -> bool {
-        self.fleet.reservation.as_ref().is_some_and(|r| {
-            r.identity
-                .as_deref()
-                .is_some_and(|o| o != self.fleet.identity)
-        })
+    /// Rule V3's condition: the bucket reservation names another identity. Returns the
+    /// reservation's name and that identity.
+    pub fn storage_conflict(&self) -> Option<(&'a str, &'a str)> {
+        let r = self.fleet.reservation.as_ref()?;
+        let owner = r
+            .identity
+            .as_deref()
+            .filter(|o| *o != self.fleet.identity)?;
+        Some((r.name.as_str(), owner))
     }
 
     /// Asks to be woken at `t` (the earliest request wins).
@@ -363,16 +365,13 @@ fn run(cx: &mut Ctx) -> Outcome {
     }
     // Rule V3 (storage scope): the bucket and prefix are reserved to another identity;
     // growing or healing would let two fleets write one bucket scope.
-    if let Some(r) = &cx.fleet.reservation
-        && let Some(owner) = r.identity.as_deref().filter(|o| *o != cx.fleet.identity)
-    {
+    if let Some((reservation, owner)) = cx.storage_conflict() {
         capacity::compute(cx);
         return Outcome::report(
             "V3",
             Reason::StorageScopeConflict,
             format!(
-                "CelldBucketReservation {} reserves this bucket and prefix for identity {owner}, not this fleet's; the healer does not grow or heal it. Use another bucket or prefix",
-                r.name
+                "CelldBucketReservation {reservation} reserves this bucket and prefix for identity {owner}, not this fleet's; the healer does not grow or heal it. Use another bucket or prefix"
             ),
         );
     }

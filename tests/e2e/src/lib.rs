@@ -1384,3 +1384,55 @@ pub async fn set_stub_mode(pod: &Pod, mode: Value) -> Result<()> {
     .ok()?;
     Ok(())
 }
+
+/// The node a Pod is bound to (empty when unscheduled).
+pub fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// The zone label of a node.
+pub async fn zone_of(env: &Env, node: &str) -> Result<String> {
+    let n = Api::<k8s_openapi::api::core::v1::Node>::all(env.client.clone())
+        .get(node)
+        .await?;
+    n.metadata
+        .labels
+        .and_then(|l| l.get(celld_gen::api::labels::ZONE).cloned())
+        .context("node without zone")
+}
+
+/// After a member's node stopped: waits until the node lifecycle controller evicts `pod`
+/// (its deletionTimestamp is set), then until the healer records `MemberForceDeleted` on
+/// `fleet`. Returns the deletionTimestamp, the force-delete deadline (it plus the tests'
+/// `--force-delete-margin` of 5 s) and the Event.
+pub async fn wait_evicted_then_force_deleted(
+    env: &Env,
+    fleet: &str,
+    pod: &str,
+) -> Result<(
+    k8s_openapi::jiff::Timestamp,
+    k8s_openapi::jiff::Timestamp,
+    FleetEvent,
+)> {
+    let pods: Api<Pod> = env.api();
+    let deleting = wait_for(
+        &format!("{pod} terminating"),
+        Duration::from_secs(90),
+        || {
+            let pods = pods.clone();
+            async move {
+                Ok(pods
+                    .get_opt(pod)
+                    .await?
+                    .and_then(|p| p.metadata.deletion_timestamp.clone()))
+            }
+        },
+    )
+    .await?;
+    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(5);
+    let ev = wait_event(env, fleet, "MemberForceDeleted", Duration::from_secs(60)).await?;
+    Ok((deleting.0, deadline, ev))
+}

@@ -12,24 +12,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt};
 use kubesim::control::FaultKind;
-
-fn node_of(p: &Pod) -> String {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default()
-}
-
-async fn zone_of(env: &Env, node: &str) -> Result<String> {
-    let n = Api::<Node>::all(env.client.clone()).get(node).await?;
-    n.metadata
-        .labels
-        .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
-        .context("node without zone")
-}
 
 fn uids(c: &BTreeMap<String, (String, String, bool)>) -> BTreeMap<String, String> {
     c.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
@@ -61,22 +46,8 @@ async fn node_stop(env: &mut Env) -> Result<()> {
 
     // The node lifecycle controller evicts the Pod (deletionTimestamp = now + grace); its
     // kubelet never confirms.
-    let deleting = wait_for("alpha-1 terminating", Duration::from_secs(90), || {
-        let pods = pods.clone();
-        async move {
-            Ok(pods
-                .get_opt("alpha-1")
-                .await?
-                .and_then(|p| p.metadata.deletion_timestamp.clone()))
-        }
-    })
-    .await?;
-    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(5);
-    eprintln!(
-        "[node-stop] alpha-1 deletionTimestamp {}, force-delete deadline {deadline}",
-        deleting.0
-    );
-    let ev = wait_event(env, "alpha", "MemberForceDeleted", Duration::from_secs(60)).await?;
+    let (deleting, deadline, ev) = wait_evicted_then_force_deleted(env, "alpha", "alpha-1").await?;
+    eprintln!("[node-stop] alpha-1 deletionTimestamp {deleting}, force-delete deadline {deadline}");
     let at = ev.time.context("event without time")?;
     let lag = at.duration_since(deadline);
     eprintln!(

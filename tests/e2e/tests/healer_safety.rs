@@ -26,7 +26,7 @@ use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::{Api, ResourceExt};
@@ -40,21 +40,6 @@ const MEMBERS: i32 = 3;
 const N: usize = MEMBERS as usize;
 /// Someone else's finalizer (scenario 3).
 const FOREIGN_FINALIZER: &str = "example.com/hold";
-
-fn node_of(p: &Pod) -> String {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default()
-}
-
-async fn zone_of(env: &Env, node: &str) -> Result<String> {
-    let n = Api::<Node>::all(env.client.clone()).get(node).await?;
-    n.metadata
-        .labels
-        .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
-        .context("node without zone")
-}
 
 /// The fleet's disks `data-<fleet>-<n>`: name -> (uid, phase, deleting).
 async fn disks(env: &Env, fleet: &str) -> Result<BTreeMap<String, (String, String, bool)>> {
@@ -630,22 +615,10 @@ async fn held_pod(env: &mut Env) -> Result<()> {
         &Patch::Merge(json!({"metadata": {"finalizers": fins}})),
     )
     .await?;
-    let deleting = wait_for("hold-1 terminating", Duration::from_secs(90), || {
-        let pods = pods.clone();
-        async move {
-            Ok(pods
-                .get_opt("hold-1")
-                .await?
-                .and_then(|p| p.metadata.deletion_timestamp.clone()))
-        }
-    })
-    .await?;
-    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(5);
+    let (deleting, deadline, ev) = wait_evicted_then_force_deleted(env, "hold", "hold-1").await?;
     eprintln!(
-        "[held-pod] hold-1 evicted: deletionTimestamp {}, force-delete deadline {deadline}",
-        deleting.0
+        "[held-pod] hold-1 evicted: deletionTimestamp {deleting}, force-delete deadline {deadline}"
     );
-    let ev = wait_event(env, "hold", "MemberForceDeleted", Duration::from_secs(60)).await?;
     eprintln!("[held-pod] {ev}");
     let at = ev.time.context("event without time")?;
     ensure!(
