@@ -16,6 +16,7 @@ Examples:
   celld-gen install -o deploy/cluster/
   celld-gen install --image ghcr.io/celld-fleet/celld-healer@sha256:<64 hex> -o deploy/cluster/
   celld-gen install --watch-namespace apps --stdout | kubectl apply --server-side -f -
+  celld-gen install --watch-namespace team-a,team-b -o deploy/cluster/   # a Role per namespace
 
 Output layout (-o DIR):
   DIR/kustomization.yaml                  the cluster objects below, sorted
@@ -27,6 +28,8 @@ Output layout (-o DIR):
                                           or with fleet.celld.dev/deletion-allowed: \"true\"
   DIR/healer/                             namespace, ServiceAccount, RBAC, Deployment,
                                           metrics Service, PodDisruptionBudget, NetworkPolicy
+  DIR/healer/served/<NS>/                 with --watch-namespace: the Role and RoleBinding
+                                          in each served namespace
   DIR/argocd/application.yaml             an Application to adapt: server-side apply,
                                           ignore rules for healer-owned fields
   DIR/argocd/argocd-cm-health.yaml        the CelldFleet health check for argocd-cm
@@ -59,9 +62,12 @@ pub struct InstallArgs {
     /// Healer replicas: one leads, the others wait with warm caches.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub replicas: i32,
-    /// Watch only this namespace (default: every namespace).
-    #[arg(long, value_name = "NS")]
-    pub watch_namespace: Option<String>,
+    /// Serve only these namespaces (comma-separated or repeated; default: every
+    /// namespace). Each gets a Role and RoleBinding with the healer's namespaced
+    /// permissions; the ClusterRole then keeps only cluster-wide reads (every CelldFleet,
+    /// for the identity check, and the bucket reservations).
+    #[arg(long, value_name = "NS[,NS...]", value_delimiter = ',')]
+    pub watch_namespace: Vec<String>,
     /// How long a single down member may stay down before it gets a fresh disk.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     pub member_replacement_delay: String,
@@ -91,10 +97,10 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
             args.namespace
         ));
     }
-    if let Some(ns) = &args.watch_namespace
-        && !is_dns_label(ns, 63)
-    {
-        problems.push(format!("--watch-namespace `{ns}` is not a DNS label"));
+    for ns in &args.watch_namespace {
+        if !is_dns_label(ns, 63) {
+            problems.push(format!("--watch-namespace `{ns}` is not a DNS label"));
+        }
     }
     if !(1..=10).contains(&args.replicas) {
         problems.push(format!("--replicas {} is outside 1..10", args.replicas));
@@ -119,7 +125,12 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         namespace: args.namespace.clone(),
         image: args.image.clone().unwrap_or(defaults.image),
         replicas: args.replicas,
-        watch_namespace: args.watch_namespace.clone(),
+        watch_namespaces: {
+            let mut v = args.watch_namespace.clone();
+            v.sort();
+            v.dedup();
+            v
+        },
         member_replacement_delay: args.member_replacement_delay.clone(),
         repo_url: args.repo_url.clone().unwrap_or(defaults.repo_url),
         repo_path: args.repo_path.clone().unwrap_or(defaults.repo_path),

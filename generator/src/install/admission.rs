@@ -240,17 +240,17 @@ pub fn start_policy() -> Value {
     })
 }
 
-/// The mutating policy's binding: with `--watch-namespace`, only that namespace's
+/// The mutating policy's binding: with `--watch-namespace`, only the served namespaces'
 /// StatefulSets start at 0 (no healer grows them elsewhere).
 pub fn start_binding(o: &InstallOptions) -> Value {
     let mut spec = json!({"policyName": START_POLICY});
-    if let Some(ns) = &o.watch_namespace {
+    if !o.watch_namespaces.is_empty() {
         spec["matchResources"] = json!({
             "namespaceSelector": {
                 "matchExpressions": [{
                     "key": "kubernetes.io/metadata.name",
                     "operator": "In",
-                    "values": [ns],
+                    "values": o.watch_namespaces,
                 }],
             },
         });

@@ -28,8 +28,10 @@ pub struct InstallOptions {
     pub image: String,
     /// Healer replicas (two: one leads, one waits warm).
     pub replicas: i32,
-    /// Watch one namespace only (`None`: every namespace).
-    pub watch_namespace: Option<String>,
+    /// Serve only these namespaces, sorted and without repeats (empty: every namespace).
+    /// Each gets a Role and RoleBinding with the healer's namespaced permissions; the
+    /// ClusterRole keeps only cluster-wide reads.
+    pub watch_namespaces: Vec<String>,
     /// `--member-replacement-delay` passed to the healer.
     pub member_replacement_delay: String,
     /// Git repository URL written into the Argo CD and Flux examples.
@@ -47,7 +49,7 @@ impl Default for InstallOptions {
                 env!("CARGO_PKG_VERSION")
             ),
             replicas: 2,
-            watch_namespace: None,
+            watch_namespaces: Vec::new(),
             member_replacement_delay: "10m".to_string(),
             repo_url: "https://git.example.com/platform/fleets.git".to_string(),
             repo_path: "rendered".to_string(),
@@ -94,18 +96,37 @@ fn yaml(v: &Value) -> String {
     format!("{HEADER}{}\n", block(v, 0))
 }
 
-fn rules(list: &[rbac::Rule]) -> Value {
-    Value::Array(
-        list.iter()
-            .map(|r| {
-                json!({
-                    "apiGroups": [r.group],
-                    "resources": r.resources,
-                    "verbs": r.verbs,
-                })
-            })
-            .collect(),
-    )
+/// The name of the healer's ClusterRole and ClusterRoleBinding. Cluster-scoped names
+/// carry the install namespace, so that two installs (each serving its own namespaces)
+/// never overwrite each other's RBAC.
+pub fn cluster_role_name(namespace: &str) -> String {
+    format!("{}-{namespace}", labels::HEALER_NAME)
+}
+
+/// The scopes of the ClusterRole: the namespaced permissions too when every namespace is
+/// served.
+fn cluster_scopes(o: &InstallOptions) -> &'static [rbac::Scope] {
+    if o.watch_namespaces.is_empty() {
+        &[rbac::Scope::ClusterRead, rbac::Scope::Served]
+    } else {
+        &[rbac::Scope::ClusterRead]
+    }
+}
+
+fn role_binding(
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+    role_kind: &str,
+    o: &InstallOptions,
+) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": meta(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": labels::HEALER_NAME, "namespace": o.namespace}],
+    })
 }
 
 /// Annotations of the objects a GitOps tool must never prune or delete.
@@ -133,8 +154,8 @@ fn args(o: &InstallOptions) -> Vec<String> {
         format!("--lease-namespace={}", o.namespace),
         format!("--member-replacement-delay={}", o.member_replacement_delay),
     ];
-    if let Some(ns) = &o.watch_namespace {
-        a.push(format!("--namespace={ns}"));
+    if !o.watch_namespaces.is_empty() {
+        a.push(format!("--namespace={}", o.watch_namespaces.join(",")));
     }
     a
 }
@@ -169,25 +190,37 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         "healer/serviceaccount.yaml".into(),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name, Some(ns))}),
     ));
+    let cluster_role = cluster_role_name(ns);
     out.push((
         "healer/clusterrole.yaml".into(),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": meta(name, None),
-            "rules": rules(rbac::CLUSTER_RULES),
+            "metadata": meta(&cluster_role, None),
+            "rules": rbac::rules_json(cluster_scopes(o)),
         }),
     ));
     out.push((
         "healer/clusterrolebinding.yaml".into(),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": meta(name, None),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-        }),
+        role_binding("ClusterRoleBinding", &cluster_role, None, "ClusterRole", o),
     ));
+    // Least privilege with --watch-namespace: every write, and every read but the
+    // cluster-wide ones, is granted in the served namespaces only.
+    for served in &o.watch_namespaces {
+        out.push((
+            format!("healer/served/{served}/role.yaml"),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": meta(name, Some(served)),
+                "rules": rbac::rules_json(&[rbac::Scope::Served]),
+            }),
+        ));
+        out.push((
+            format!("healer/served/{served}/rolebinding.yaml"),
+            role_binding("RoleBinding", name, Some(served), "Role", o),
+        ));
+    }
     let le = format!("{name}-leader-election");
     out.push((
         "healer/role-leader-election.yaml".into(),
@@ -195,18 +228,12 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": meta(&le, Some(ns)),
-            "rules": rules(rbac::NAMESPACE_RULES),
+            "rules": rbac::rules_json(&[rbac::Scope::LeaseNamespace]),
         }),
     ));
     out.push((
         "healer/rolebinding-leader-election.yaml".into(),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": meta(&le, Some(ns)),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": le},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-        }),
+        role_binding("RoleBinding", &le, Some(ns), "Role", o),
     ));
     out.push(("healer/deployment.yaml".into(), deployment(o)));
     out.push((

@@ -1,8 +1,27 @@
-//! The healer's permissions: every verb it uses and nothing else. This table is the single
-//! source of the rendered ClusterRole and Role, and the end-to-end tests run the healer
-//! with exactly what is rendered from it.
+//! The healer's permissions: every verb it uses and nothing else, written once. The
+//! install bundle renders its roles from [`RULES`], the healer re-exports the same table
+//! (`celld_healer::runtime::rbac`), and the end-to-end tests run the healer with exactly
+//! what is rendered from it. `rbac.md` beside this file explains each line.
 
-/// One RBAC rule: API group, resources, verbs, and why the healer needs them.
+use serde_json::{Value, json};
+
+/// Where a rule is granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// Always cluster-wide (ClusterRole + ClusterRoleBinding), and read-only: every
+    /// CelldFleet for the identity check (rule V2 compares a fleet with every fleet of the
+    /// cluster, served or not) and the cluster-scoped bucket reservations (rule V3).
+    ClusterRead,
+    /// The namespaces the healer serves. Watching every namespace: in the ClusterRole.
+    /// With `--watch-namespace`: a Role and RoleBinding in each of those namespaces, so
+    /// the healer can write nothing anywhere else.
+    Served,
+    /// A Role (and RoleBinding) in the healer's own namespace: the leader-election lease.
+    LeaseNamespace,
+}
+
+/// One RBAC rule: API group, resources, verbs, where, and why the healer needs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// API group (`""` is the core group).
     pub group: &'static str,
@@ -10,73 +29,186 @@ pub struct Rule {
     pub resources: &'static [&'static str],
     /// Verbs.
     pub verbs: &'static [&'static str],
-    /// Why, for the comment in the rendered role.
+    /// Where it is granted.
+    pub scope: Scope,
+    /// Why, in a few words.
     pub why: &'static str,
 }
 
-/// Cluster-wide rules (fleets live in any namespace). The healer reads everything through
-/// watches, so it needs `list` and `watch` but never `get`.
-pub const CLUSTER_RULES: &[Rule] = &[
+/// The healer's RBAC. It reads everything through watches, so it needs `list` and
+/// `watch` but never `get` (the fresh read before a destructive write is a `list` with a
+/// field selector).
+pub const RULES: &[Rule] = &[
     Rule {
         group: "fleet.celld.dev",
         resources: &["celldfleets"],
-        verbs: &["list", "watch", "patch"],
-        why: "watch fleets; add and remove the deletion finalizer (JSON patch)",
-    },
-    Rule {
-        group: "fleet.celld.dev",
-        resources: &["celldfleets/status"],
-        verbs: &["patch"],
-        why: "report status (merge patch)",
+        verbs: &["list", "watch"],
+        scope: Scope::ClusterRead,
+        why: "every fleet of the cluster, for the identity check (rule V2)",
     },
     Rule {
         group: "fleet.celld.dev",
         resources: &["celldbucketreservations"],
         verbs: &["list", "watch"],
+        scope: Scope::ClusterRead,
         why: "refuse to grow or heal a fleet whose bucket reservation names another identity",
+    },
+    Rule {
+        group: "fleet.celld.dev",
+        resources: &["celldfleets"],
+        verbs: &["patch"],
+        scope: Scope::Served,
+        why: "add and remove the deletion finalizer (JSON patch)",
+    },
+    Rule {
+        group: "fleet.celld.dev",
+        resources: &["celldfleets/status"],
+        verbs: &["patch"],
+        scope: Scope::Served,
+        why: "report status (merge patch)",
     },
     Rule {
         group: "apps",
         resources: &["statefulsets", "deployments"],
         verbs: &["list", "watch", "patch", "delete"],
+        scope: Scope::Served,
         why: "own spec.replicas by server-side apply; delete the workload when the fleet is deleted",
     },
     Rule {
         group: "apps",
         resources: &["replicasets"],
         verbs: &["list", "watch"],
+        scope: Scope::Served,
         why: "which Deployment controls a Pod (Pod -> ReplicaSet -> Deployment)",
     },
     Rule {
         group: "",
         resources: &["pods"],
         verbs: &["list", "watch", "patch", "delete"],
+        scope: Scope::Served,
         why: "observe members; disk handoff markers; guarded and force deletes",
     },
     Rule {
         group: "",
         resources: &["persistentvolumeclaims"],
         verbs: &["list", "watch", "delete"],
+        scope: Scope::Served,
         why: "observe disks (another fleet's at a member name too); guarded deletes",
     },
     Rule {
         group: "",
         resources: &["services"],
         verbs: &["list", "watch"],
+        scope: Scope::Served,
         why: "verify the rendered Services before any lifecycle action (never written)",
     },
     Rule {
         group: "events.k8s.io",
         resources: &["events"],
         verbs: &["create"],
+        scope: Scope::Served,
         why: "record every action and every change of Blocked on the fleet",
+    },
+    Rule {
+        group: "coordination.k8s.io",
+        resources: &["leases"],
+        verbs: &["get", "create", "update"],
+        scope: Scope::LeaseNamespace,
+        why: "leader election: only the holder of the lease acts",
     },
 ];
 
-/// Rules in the healer's own namespace (leader election).
-pub const NAMESPACE_RULES: &[Rule] = &[Rule {
-    group: "coordination.k8s.io",
-    resources: &["leases"],
-    verbs: &["get", "create", "update"],
-    why: "leader election: only the holder of the lease acts",
-}];
+/// The rules granted in any of `scopes`, in table order.
+pub fn rules_in(scopes: &[Scope]) -> impl Iterator<Item = &'static Rule> + '_ {
+    RULES.iter().filter(|r| scopes.contains(&r.scope))
+}
+
+/// The `rules` of a ClusterRole or Role granting `scopes`, as Kubernetes JSON.
+pub fn rules_json(scopes: &[Scope]) -> Value {
+    Value::Array(
+        rules_in(scopes)
+            .map(|r| {
+                json!({
+                    "apiGroups": [r.group],
+                    "resources": r.resources,
+                    "verbs": r.verbs,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A (group, resource, verb) permission.
+pub type Triple = (String, String, String);
+
+/// Every (group, resource, verb) granted in `scopes`, sorted: for comparing a rendered
+/// role with [`RULES`] whatever its grouping.
+pub fn triples(scopes: &[Scope]) -> Vec<Triple> {
+    let mut v: Vec<Triple> = rules_in(scopes)
+        .flat_map(|r| {
+            r.resources.iter().flat_map(move |res| {
+                r.verbs
+                    .iter()
+                    .map(move |verb| (r.group.to_string(), res.to_string(), verb.to_string()))
+            })
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The (group, resource, verb) triples of a rendered role's `rules`, sorted.
+pub fn triples_of(rules: &Value) -> Vec<Triple> {
+    let strs = |x: &Value| -> Vec<String> {
+        x.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut v = Vec::new();
+    for r in rules.as_array().into_iter().flatten() {
+        for g in strs(&r["apiGroups"]) {
+            for res in strs(&r["resources"]) {
+                for verb in strs(&r["verbs"]) {
+                    v.push((g.clone(), res.clone(), verb));
+                }
+            }
+        }
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Scope; 3] = [Scope::ClusterRead, Scope::Served, Scope::LeaseNamespace];
+
+    #[test]
+    fn no_wildcards_no_secrets_no_get_on_members() {
+        for (g, r, v) in triples(&ALL) {
+            assert!(g != "*" && r != "*" && v != "*");
+            assert_ne!(r, "secrets");
+            assert_ne!(r, "configmaps");
+            assert!(v != "create" || r == "events" || r == "leases", "{r} {v}");
+            assert!(v != "get" || r == "leases", "{r} {v}");
+        }
+        for s in ALL {
+            assert_eq!(triples_of(&rules_json(&[s])), triples(&[s]));
+        }
+    }
+
+    /// What stays cluster-wide when namespaces are served by Roles must be read-only.
+    #[test]
+    fn cluster_wide_rules_only_read() {
+        for (_, r, v) in triples(&[Scope::ClusterRead]) {
+            assert!(matches!(v.as_str(), "list" | "watch"), "{r} {v}");
+        }
+    }
+}

@@ -115,23 +115,93 @@ fn crds_carry_status_and_scale_and_the_reservation_is_immutable() {
     );
 }
 
-#[test]
-fn rbac_grants_only_what_the_healer_uses() {
-    for r in rbac::CLUSTER_RULES.iter().chain(rbac::NAMESPACE_RULES) {
-        assert!(
-            !r.resources.contains(&"secrets"),
-            "the healer never reads Secrets"
-        );
-        assert!(
-            !r.resources.contains(&"*") && !r.verbs.contains(&"*"),
-            "no wildcards"
-        );
-        assert!(
-            !r.verbs.contains(&"create") || r.resources == ["events"] || r.resources == ["leases"],
-            "the healer creates only events and its lease: {:?}",
-            r.resources
-        );
+/// Every (group, resource, verb) of the roles of `kind` in `objs`, by namespace.
+fn granted(objs: &[(String, Value)], kind: &str) -> BTreeMap<String, Vec<rbac::Triple>> {
+    let mut out: BTreeMap<String, Vec<rbac::Triple>> = BTreeMap::new();
+    for (_, o) in objs.iter().filter(|(_, o)| o["kind"] == kind) {
+        let ns = o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let e = out.entry(ns).or_default();
+        e.extend(rbac::triples_of(&o["rules"]));
+        e.sort();
+        e.dedup();
     }
+    out
+}
+
+#[test]
+fn every_namespace_served_by_the_cluster_role() {
+    use rbac::Scope::*;
+    let objs = objects(&InstallOptions::default());
+    let cluster = granted(&objs, "ClusterRole");
+    assert_eq!(cluster.len(), 1);
+    assert_eq!(cluster[""], rbac::triples(&[ClusterRead, Served]));
+    let roles = granted(&objs, "Role");
+    assert_eq!(roles.keys().collect::<Vec<_>>(), ["celld-system"]);
+    assert_eq!(roles["celld-system"], rbac::triples(&[LeaseNamespace]));
+}
+
+#[test]
+fn served_namespaces_get_roles_and_the_cluster_role_only_reads() {
+    use rbac::Scope::*;
+    let o = InstallOptions {
+        watch_namespaces: vec!["team-a".into(), "team-b".into()],
+        ..InstallOptions::default()
+    };
+    let objs = objects(&o);
+    let cluster = granted(&objs, "ClusterRole");
+    assert_eq!(cluster[""], rbac::triples(&[ClusterRead]));
+    for (_, _, verb) in &cluster[""] {
+        assert!(verb == "list" || verb == "watch", "cluster-wide {verb}");
+    }
+    let roles = granted(&objs, "Role");
+    assert_eq!(
+        roles.keys().collect::<Vec<_>>(),
+        ["celld-system", "team-a", "team-b"]
+    );
+    assert_eq!(roles["team-a"], rbac::triples(&[Served]));
+    assert_eq!(roles["team-b"], rbac::triples(&[Served]));
+    // Each Role is bound to the healer's ServiceAccount in its own namespace.
+    let bindings: Vec<&Value> = objs
+        .iter()
+        .map(|(_, o)| o)
+        .filter(|o| o["kind"] == "RoleBinding")
+        .collect();
+    for ns in ["team-a", "team-b"] {
+        let b = bindings
+            .iter()
+            .find(|b| b["metadata"]["namespace"] == ns)
+            .expect("a RoleBinding per served namespace");
+        assert_eq!(b["roleRef"]["kind"], "Role");
+        assert_eq!(b["subjects"][0]["namespace"], "celld-system");
+        assert_eq!(b["subjects"][0]["name"], labels::HEALER_NAME);
+    }
+    let d: BTreeMap<String, Value> = objs.into_iter().collect();
+    let args = &d["healer/deployment.yaml"]["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .is_some_and(|a| a.contains(&Value::from("--namespace=team-a,team-b")))
+    );
+}
+
+#[test]
+fn two_installs_never_share_cluster_scoped_rbac() {
+    let names = |ns: &str| -> Vec<String> {
+        objects(&InstallOptions {
+            namespace: ns.into(),
+            ..InstallOptions::default()
+        })
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding")
+        .map(|(_, o)| o["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect()
+    };
+    let a = names("celld-system");
+    let b = names("celld-team-b");
+    assert_eq!(a.len(), 2);
+    assert!(a.iter().all(|n| !b.contains(n)), "{a:?} {b:?}");
 }
 
 #[test]
@@ -148,7 +218,7 @@ fn the_healer_deployment_is_hardened_and_redundant() {
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     let with_ns = objects(&InstallOptions {
-        watch_namespace: Some("apps".into()),
+        watch_namespaces: vec!["apps".into()],
         ..InstallOptions::default()
     });
     let d: BTreeMap<String, Value> = with_ns.into_iter().collect();
@@ -639,7 +709,7 @@ fn start_at_zero_covers_only_the_served_namespace() {
     let all = start_binding(&InstallOptions::default());
     assert!(all["spec"].get("matchResources").is_none());
     let one = start_binding(&InstallOptions {
-        watch_namespace: Some("apps".into()),
+        watch_namespaces: vec!["apps".into()],
         ..InstallOptions::default()
     });
     assert_eq!(

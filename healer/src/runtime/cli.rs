@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use celld_gen::api::labels::HEALER_NAMESPACE;
 use clap::{Parser, ValueEnum};
 
+use super::served::Served;
 use crate::config::Config;
 use crate::time::Span;
 
@@ -68,6 +69,7 @@ Durations are written with units: 90s, 10m, 1h, 1m30s, 500ms.
 Examples:
   celld-healer                                   # all namespaces, defaults
   celld-healer --namespace apps --log-format text
+  celld-healer --namespace team-a,team-b         # serves only these two
   celld-healer --member-replacement-delay 15m --force-delete-margin 3m";
 
 /// Command-line flags of `celld-healer`.
@@ -96,10 +98,17 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     pub lost_claim_confirmation: Duration,
 
-    /// Watch and heal fleets in this namespace only (default: every namespace; the RBAC
-    /// of the install bundle is cluster-wide).
-    #[arg(long, value_name = "NAMESPACE", env = "CELLD_HEALER_NAMESPACE")]
-    pub namespace: Option<String>,
+    /// Watch and heal fleets in these namespaces only (comma-separated or repeated;
+    /// default: every namespace). Every CelldFleet of the cluster is still read, for the
+    /// identity check; with `celld-gen install --watch-namespace` the healer may write only
+    /// in the served namespaces.
+    #[arg(
+        long,
+        value_name = "NS[,NS...]",
+        env = "CELLD_HEALER_NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub namespace: Vec<String>,
 
     /// How often each fleet's members are asked for their application view
     /// (`GET <Pod IP>:8081/state?view=application`, reported as status.application and
@@ -171,6 +180,11 @@ impl Args {
             bail!("--lease-duration must be at least 3s");
         }
         Ok(config)
+    }
+
+    /// The namespaces served, checked.
+    pub fn served(&self) -> Result<Served> {
+        Served::new(&self.namespace)
     }
 
     /// This replica's identity.
@@ -255,6 +269,19 @@ mod tests {
         assert_eq!(c.absorb_window, Span::mins(5));
         assert_eq!(a.metrics_addr.to_string(), "0.0.0.0:8080");
         assert_eq!(a.lease_namespace, "celld-system");
+    }
+
+    #[test]
+    fn several_namespaces() {
+        let a = Args::parse_from(["celld-healer", "--namespace", "b,a", "--namespace", "a"]);
+        let s = a.served().unwrap();
+        assert_eq!(s.to_string(), "a,b");
+        assert!(s.contains("a") && s.contains("b") && !s.contains("c"));
+        let all = Args::parse_from(["celld-healer"]).served().unwrap();
+        assert!(all.contains("anything"));
+        assert_eq!(all.to_string(), "<all>");
+        let bad = Args::parse_from(["celld-healer", "--namespace", "Team_A"]);
+        assert!(bad.served().unwrap_err().to_string().contains("Team_A"));
     }
 
     #[test]

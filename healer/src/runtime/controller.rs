@@ -34,6 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
 use celld_gen::api::{CelldBucketReservation, CelldFleet, CelldFleetStatus, reservation_name};
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
@@ -58,6 +59,8 @@ use super::infra::Verifier;
 use super::leader::Gate;
 use super::members::Observer;
 use super::metrics::{Metrics, ResourceLabel};
+use super::scoped::Scoped;
+use super::served::Served;
 use crate::config::Config;
 use crate::confirm::{self, Confirmation};
 use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
@@ -69,8 +72,8 @@ use crate::time::Timestamp;
 pub struct Settings {
     /// Client.
     pub client: Client,
-    /// One namespace, or all.
-    pub namespace: Option<String>,
+    /// The namespaces served.
+    pub served: Served,
     /// Delays for `decide`.
     pub config: Config,
     /// This replica's name.
@@ -92,19 +95,24 @@ pub struct Controller {
     s: Settings,
 }
 
-/// Every cache a snapshot is built from.
+/// Every cache a snapshot is built from. Fleets and reservations are watched
+/// cluster-wide; the rest in each served namespace.
 #[derive(Clone)]
 struct Stores {
     fleets: Store<CelldFleet>,
-    stateful_sets: Store<StatefulSet>,
-    deployments: Store<Deployment>,
-    replica_sets: Store<PartialObjectMeta<ReplicaSet>>,
-    pods: Store<Pod>,
-    held_pods: Store<Pod>,
-    claims: Store<PersistentVolumeClaim>,
-    services: Store<Service>,
+    stateful_sets: Scoped<StatefulSet>,
+    deployments: Scoped<Deployment>,
+    replica_sets: Scoped<PartialObjectMeta<ReplicaSet>>,
+    pods: Scoped<Pod>,
+    held_pods: Scoped<Pod>,
+    claims: Scoped<PersistentVolumeClaim>,
+    services: Scoped<Service>,
     reservations: Store<CelldBucketReservation>,
 }
+
+/// The watches that are always cluster-wide: every fleet (for the identity check) and the
+/// cluster-scoped reservations.
+const CLUSTER_WATCHES: [&str; 2] = ["celldfleets", "celldbucketreservations"];
 
 /// The watches, by the name used in logs and metrics.
 const WATCHES: [&str; 9] = [
@@ -126,29 +134,43 @@ enum WatchState {
     Failed(String),
 }
 
+/// One watch: a resource, in one namespace or (`None`) cluster-wide.
+type WatchKey = (&'static str, Option<String>);
+
 /// Health of every watch.
 struct Watches {
-    states: Mutex<BTreeMap<&'static str, WatchState>>,
+    states: Mutex<BTreeMap<WatchKey, WatchState>>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 }
 
 impl Watches {
-    fn new(metrics: Arc<Metrics>, health: Arc<Health>) -> Watches {
+    fn new(metrics: Arc<Metrics>, health: Arc<Health>, served: &Served) -> Watches {
+        let mut states = BTreeMap::new();
         for w in WATCHES {
             metrics
                 .watch_healthy
                 .get_or_create(&ResourceLabel { resource: w })
                 .set(0);
+            let scopes = if CLUSTER_WATCHES.contains(&w) {
+                vec![None]
+            } else {
+                served.watch_scopes()
+            };
+            for scope in scopes {
+                states.insert((w, scope), WatchState::Listing);
+            }
         }
         Watches {
-            states: Mutex::new(WATCHES.iter().map(|w| (*w, WatchState::Listing)).collect()),
+            states: Mutex::new(states),
             metrics,
             health,
         }
     }
 
-    fn record<K>(&self, name: &'static str, ev: &Result<Event<K>, watcher::Error>) {
+    fn record<K>(&self, key: &WatchKey, ev: &Result<Event<K>, watcher::Error>) {
+        let name = key.0;
+        let ns = key.1.as_deref().unwrap_or("<all>");
         let next = match ev {
             Err(e) => Some(WatchState::Failed(e.to_string())),
             Ok(Event::InitDone) | Ok(Event::Apply(_)) | Ok(Event::Delete(_)) => {
@@ -158,17 +180,23 @@ impl Watches {
         };
         let Some(next) = next else { return };
         let mut states = self.states.lock().expect("watch states");
-        let prev = states.insert(name, next.clone());
+        let prev = states.insert(key.clone(), next.clone());
         if prev.as_ref() != Some(&next) {
             match &next {
                 WatchState::Failed(e) => {
                     self.metrics.error("watch");
-                    warn!(watch = name, error = %e, "watch failed: no fleet is acted on until it recovers");
+                    warn!(watch = name, namespace = ns, error = %e, "watch failed: no fleet is acted on until it recovers");
                 }
-                WatchState::Ok => info!(watch = name, "watch listed and running"),
+                WatchState::Ok => info!(watch = name, namespace = ns, "watch listed and running"),
                 WatchState::Listing => {}
             }
-            let healthy = i64::from(next == WatchState::Ok);
+            // A resource is healthy when its watch in every served namespace is.
+            let healthy = i64::from(
+                states
+                    .iter()
+                    .filter(|((n, _), _)| *n == name)
+                    .all(|(_, s)| *s == WatchState::Ok),
+            );
             self.metrics
                 .watch_healthy
                 .get_or_create(&ResourceLabel { resource: name })
@@ -184,10 +212,16 @@ impl Watches {
         let states = self.states.lock().expect("watch states");
         let bad: Vec<String> = states
             .iter()
-            .filter_map(|(n, s)| match s {
-                WatchState::Ok => None,
-                WatchState::Listing => Some(format!("{n}: not listed yet")),
-                WatchState::Failed(e) => Some(format!("{n}: {e}")),
+            .filter_map(|((n, scope), s)| {
+                let n = match scope {
+                    Some(ns) => format!("{n} in {ns}"),
+                    None => n.to_string(),
+                };
+                match s {
+                    WatchState::Ok => None,
+                    WatchState::Listing => Some(format!("{n}: not listed yet")),
+                    WatchState::Failed(e) => Some(format!("{n}: {e}")),
+                }
             })
             .collect();
         if bad.is_empty() {
@@ -201,6 +235,8 @@ impl Watches {
 /// Shared by every reconcile.
 struct Ctx {
     client: Client,
+    /// The namespaces whose fleets are reconciled (others are only read, for V2).
+    served: Served,
     stores: Stores,
     watches: Arc<Watches>,
     config: Config,
@@ -273,7 +309,7 @@ where
 
 /// A watch feeding a store, recording its health, yielding every touched object.
 fn watched<K>(
-    name: &'static str,
+    key: WatchKey,
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     ctx_watches: Arc<Watches>,
@@ -284,12 +320,45 @@ where
 {
     events
         .map(move |ev| {
-            ctx_watches.record(name, &ev);
+            ctx_watches.record(&key, &ev);
             ev
         })
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(writer)
         .touched_objects()
+}
+
+/// A namespaced resource watched in every served namespace (one watch and store each),
+/// as one cache and one stream of touched objects.
+fn served_watch<K>(
+    name: &'static str,
+    client: &Client,
+    served: &Served,
+    config: &watcher::Config,
+    watches: &Arc<Watches>,
+) -> (Scoped<K>, BoxStream<'static, Result<K, watcher::Error>>)
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let mut stores = Vec::new();
+    let mut streams = Vec::new();
+    for scope in served.watch_scopes() {
+        let (store, writer) = reflector::store::<K>();
+        let events = watch_fn(api::<K>(client, scope.as_deref()), config.clone()).default_backoff();
+        streams.push(watched((name, scope.clone()), events, writer, watches.clone()).boxed());
+        stores.push((scope, store));
+    }
+    (
+        Scoped::new(stores),
+        futures::stream::select_all(streams).boxed(),
+    )
 }
 
 fn label<'a, K: Resource>(o: &'a K, key: &str) -> Option<&'a str> {
@@ -319,84 +388,57 @@ impl Controller {
     /// Watches and reconciles until `shutdown` turns true (running reconciles finish).
     pub async fn run(self, shutdown: tokio_watch::Receiver<bool>) -> Result<()> {
         let s = self.s;
-        let ns = s.namespace.as_deref();
         let client = &s.client;
+        let served = &s.served;
         let has_identity = watcher::Config::default().labels(IDENTITY);
-        let watches = Arc::new(Watches::new(s.metrics.clone(), s.health.clone()));
+        let watches = Arc::new(Watches::new(s.metrics.clone(), s.health.clone(), served));
 
         let (fleets, fleets_w) = reflector::store::<CelldFleet>();
-        let (stateful_sets, sts_w) = reflector::store::<StatefulSet>();
-        let (deployments, dep_w) = reflector::store::<Deployment>();
-        let (replica_sets, rs_w) = reflector::store::<PartialObjectMeta<ReplicaSet>>();
-        let (pods, pods_w) = reflector::store::<Pod>();
-        let (held_pods, held_w) = reflector::store::<Pod>();
-        let (claims, claims_w) = reflector::store::<PersistentVolumeClaim>();
-        let (services, svc_w) = reflector::store::<Service>();
         let (reservations, res_w) = reflector::store::<CelldBucketReservation>();
-
+        // Every fleet of the cluster, served or not: rule V2 compares identities across
+        // all of them (the install grants this read cluster-wide).
         let fleet_stream = watched(
-            "celldfleets",
-            watch_fn(api::<CelldFleet>(client, ns), watcher::Config::default()).default_backoff(),
-            fleets_w,
-            watches.clone(),
-        );
-        let sts_stream = watched(
-            "statefulsets",
-            watch_fn(api::<StatefulSet>(client, ns), has_identity.clone()).default_backoff(),
-            sts_w,
-            watches.clone(),
-        );
-        let dep_stream = watched(
-            "deployments",
-            watch_fn(api::<Deployment>(client, ns), has_identity.clone()).default_backoff(),
-            dep_w,
-            watches.clone(),
-        );
-        let rs_stream = watched(
-            "replicasets",
+            ("celldfleets", None),
             watch_fn(
-                api::<PartialObjectMeta<ReplicaSet>>(client, ns),
-                has_identity.clone(),
-            )
-            .default_backoff(),
-            rs_w,
-            watches.clone(),
-        );
-        let pod_stream = watched(
-            "pods",
-            watch_fn(api::<Pod>(client, ns), has_identity.clone()).default_backoff(),
-            pods_w,
-            watches.clone(),
-        );
-        let held_stream = watched(
-            "pods-held",
-            watch_fn(
-                api::<Pod>(client, ns),
-                watcher::Config::default().labels(REPLACEMENT_INDEX),
-            )
-            .default_backoff(),
-            held_w,
-            watches.clone(),
-        );
-        let claim_stream = watched(
-            "persistentvolumeclaims",
-            watch_fn(
-                api::<PersistentVolumeClaim>(client, ns),
+                Api::<CelldFleet>::all(client.clone()),
                 watcher::Config::default(),
             )
             .default_backoff(),
-            claims_w,
+            fleets_w,
             watches.clone(),
         );
-        let svc_stream = watched(
-            "services",
-            watch_fn(api::<Service>(client, ns), has_identity.clone()).default_backoff(),
-            svc_w,
-            watches.clone(),
+        let (stateful_sets, sts_stream) =
+            served_watch::<StatefulSet>("statefulsets", client, served, &has_identity, &watches);
+        let (deployments, dep_stream) =
+            served_watch::<Deployment>("deployments", client, served, &has_identity, &watches);
+        let (replica_sets, rs_stream) = served_watch::<PartialObjectMeta<ReplicaSet>>(
+            "replicasets",
+            client,
+            served,
+            &has_identity,
+            &watches,
         );
-
+        let (pods, pod_stream) =
+            served_watch::<Pod>("pods", client, served, &has_identity, &watches);
+        let (held_pods, held_stream) = served_watch::<Pod>(
+            "pods-held",
+            client,
+            served,
+            &watcher::Config::default().labels(REPLACEMENT_INDEX),
+            &watches,
+        );
+        // All claims: another fleet's claim at a member name carries no label of ours.
+        let (claims, claim_stream) = served_watch::<PersistentVolumeClaim>(
+            "persistentvolumeclaims",
+            client,
+            served,
+            &watcher::Config::default(),
+            &watches,
+        );
+        let (services, svc_stream) =
+            served_watch::<Service>("services", client, served, &has_identity, &watches);
         let res_stream = watched(
-            "celldbucketreservations",
+            ("celldbucketreservations", None),
             watch_fn(
                 Api::<CelldBucketReservation>::all(client.clone()),
                 watcher::Config::default(),
@@ -420,6 +462,7 @@ impl Controller {
         let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Ctx {
             client: s.client.clone(),
+            served: s.served.clone(),
             stores,
             watches,
             config: s.config.clone(),
@@ -633,11 +676,12 @@ fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     };
     let mut pods: Vec<Pod> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let in_fleet_ns = ns.unwrap_or_default();
     for p in stores
         .pods
-        .state()
+        .state_in(in_fleet_ns)
         .iter()
-        .chain(stores.held_pods.state().iter())
+        .chain(stores.held_pods.state_in(in_fleet_ns).iter())
     {
         let m = &p.metadata;
         let ours = m.labels.as_ref().is_some_and(|l| {
@@ -650,14 +694,14 @@ fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     }
     let claims = stores
         .claims
-        .state()
+        .state_in(in_fleet_ns)
         .iter()
         .filter(|c| in_ns(&c.metadata) && fresh::concerns(name, identity, c))
         .map(|c| (**c).clone())
         .collect();
     let replica_sets = stores
         .replica_sets
-        .state()
+        .state_in(in_fleet_ns)
         .iter()
         .filter(|r| {
             in_ns(&r.metadata)
@@ -857,6 +901,13 @@ fn next_step(
 
 async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, ReconcileError> {
     let key = ObjectRef::from_obj(&*fleet);
+    // Fleets outside the served namespaces are watched only for the identity check.
+    if !ctx
+        .served
+        .contains(fleet.metadata.namespace.as_deref().unwrap_or_default())
+    {
+        return Ok(KAction::await_change());
+    }
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
         return Ok(KAction::await_change());
@@ -1402,10 +1453,10 @@ mod tests {
     #[test]
     fn no_fleet_is_acted_on_until_every_watch_listed_and_while_one_fails() {
         let health = Arc::new(Health::default());
-        let w = Watches::new(Arc::new(Metrics::new()), health.clone());
+        let w = Watches::new(Arc::new(Metrics::new()), health.clone(), &Served::All);
         let done: Result<Event<Pod>, watcher::Error> = Ok(Event::InitDone);
         for name in &WATCHES[1..] {
-            w.record(name, &done);
+            w.record(&(*name, None), &done);
         }
         assert!(
             w.ready()
@@ -1413,17 +1464,42 @@ mod tests {
                 .contains("celldfleets: not listed yet")
         );
         assert!(!health.synced());
-        w.record("celldfleets", &done);
+        w.record(&("celldfleets", None), &done);
         assert_eq!(w.ready(), Ok(()));
         assert!(health.synced());
         let failed: Result<Event<Pod>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
-        w.record("pods", &failed);
+        w.record(&("pods", None), &failed);
         assert!(w.ready().unwrap_err().starts_with("pods: "));
         // A re-list in progress keeps the failure; its end clears it.
-        w.record::<Pod>("pods", &Ok(Event::Init));
+        w.record::<Pod>(&("pods", None), &Ok(Event::Init));
         assert!(w.ready().is_err());
-        w.record("pods", &done);
+        w.record(&("pods", None), &done);
         assert_eq!(w.ready(), Ok(()));
+    }
+
+    /// Served namespaces: each has its own watch of each namespaced resource, and every
+    /// one of them must have listed; fleets and reservations stay one cluster-wide watch.
+    #[test]
+    fn every_served_namespace_must_list() {
+        let health = Arc::new(Health::default());
+        let served = Served::new(&["b".into(), "a".into()]).unwrap();
+        let w = Watches::new(Arc::new(Metrics::new()), health.clone(), &served);
+        let done: Result<Event<Pod>, watcher::Error> = Ok(Event::InitDone);
+        for name in CLUSTER_WATCHES {
+            w.record(&(name, None), &done);
+        }
+        for name in WATCHES.iter().filter(|n| !CLUSTER_WATCHES.contains(n)) {
+            w.record(&(*name, Some("a".to_string())), &done);
+        }
+        let why = w.ready().unwrap_err();
+        assert!(why.contains("pods in b: not listed yet"), "{why}");
+        assert!(!why.contains(" in a:"), "{why}");
+        assert!(!health.synced());
+        for name in WATCHES.iter().filter(|n| !CLUSTER_WATCHES.contains(n)) {
+            w.record(&(*name, Some("b".to_string())), &done);
+        }
+        assert_eq!(w.ready(), Ok(()));
+        assert!(health.synced());
     }
 
     #[test]

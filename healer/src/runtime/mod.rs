@@ -35,6 +35,8 @@ pub mod members;
 pub mod metrics;
 pub mod rbac;
 pub mod requests;
+pub mod scoped;
+pub mod served;
 
 use std::sync::Arc;
 
@@ -48,6 +50,7 @@ pub use cli::Args;
 /// Lease and returns.
 pub async fn run(args: Args) -> Result<()> {
     let config = args.decide_config()?;
+    let served = args.served()?;
     let metrics = Arc::new(metrics::Metrics::new());
     let client = requests::client(metrics.clone())
         .await
@@ -55,7 +58,7 @@ pub async fn run(args: Args) -> Result<()> {
     let identity = args.identity();
     info!(
         identity = %identity,
-        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        namespaces = %served,
         replacement_delay = ?args.member_replacement_delay,
         force_delete_margin = ?args.force_delete_margin,
         absorb_window = ?args.absorb_window,
@@ -85,7 +88,7 @@ pub async fn run(args: Args) -> Result<()> {
 
     let ctl = controller::Controller::new(controller::Settings {
         client: client.clone(),
-        namespace: args.namespace.clone(),
+        served,
         config,
         identity: identity.clone(),
         gate: gate.clone(),

@@ -138,6 +138,8 @@ pub struct Env {
     pub dir: PathBuf,
     /// Healers started by this test (killed on drop).
     healers: Vec<Healer>,
+    /// Namespaces made by [`Env::extra_namespace`], deleted with the test's own.
+    extra_namespaces: Vec<String>,
     _lock: ClusterLock,
 }
 
@@ -200,14 +202,7 @@ impl Env {
             "e2e-{}",
             test.replace('_', "-").chars().take(30).collect::<String>()
         ));
-        kubesim::testing::create_namespace(&client, &ns).await?;
-        let sa: ServiceAccount = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": MEMBER_SA, "namespace": ns},
-        }))?;
-        Api::<ServiceAccount>::namespaced(client.clone(), &ns)
-            .create(&PostParams::default(), &sa)
-            .await?;
+        fleet_namespace(&client, &ns).await?;
         let dir = std::env::temp_dir().join(unique_name(&format!("celld-e2e-{test}")));
         std::fs::create_dir_all(&dir)?;
         let healer_kubeconfig = dir.join("healer.kubeconfig");
@@ -226,6 +221,7 @@ impl Env {
             healer_kubeconfig,
             dir,
             healers: Vec::new(),
+            extra_namespaces: Vec::new(),
             _lock: lock,
         }))
     }
@@ -251,6 +247,8 @@ impl Env {
     pub fn healer_options(&self) -> HealerOptions {
         HealerOptions {
             namespace: Some(self.ns.clone()),
+            kubeconfig: None,
+            lease_namespace: None,
             lease_name: format!("celld-healer-{}", self.ns),
             identity: "healer-a".into(),
             replacement_delay: "20s".into(),
@@ -285,11 +283,31 @@ impl Env {
         result
     }
 
+    /// Another namespace for this test's fleets (with the members' ServiceAccount),
+    /// deleted when the test ends. Its name starts with the test's namespace.
+    pub async fn extra_namespace(&mut self, suffix: &str) -> Result<String> {
+        let ns = format!("{}-{suffix}", self.ns);
+        fleet_namespace(&self.client, &ns).await?;
+        self.extra_namespaces.push(ns.clone());
+        Ok(ns)
+    }
+
     async fn cleanup(&self) -> Result<()> {
+        let mut first_err = None;
+        for ns in self.extra_namespaces.iter().chain([&self.ns]) {
+            if let Err(e) = self.cleanup_namespace(ns).await {
+                eprintln!("[{}] cleanup of {ns}: {e:#}", self.test);
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    async fn cleanup_namespace(&self, ns: &str) -> Result<()> {
         // The install bundle's admission policies refuse deleting a protected fleet and
         // any fleet disk: release both, as an operator would, before the namespace goes.
-        release_protection(&self.client, &self.ns).await?;
-        let fleets: Api<CelldFleet> = Api::namespaced(self.client.clone(), &self.ns);
+        release_protection(&self.client, ns).await?;
+        let fleets: Api<CelldFleet> = Api::namespaced(self.client.clone(), ns);
         for f in fleets.list(&ListParams::default()).await? {
             let _ = fleets
                 .patch(
@@ -312,7 +330,7 @@ impl Env {
                 .await;
         }
         // Held Pods would keep the namespace alive.
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         for p in pods.list(&ListParams::default()).await? {
             if p.metadata
                 .finalizers
@@ -330,7 +348,7 @@ impl Env {
         }
         // A namespace whose deletion was refused for a while is retried by the namespace
         // controller with a back-off of up to a minute.
-        kubesim::testing::delete_namespace(&self.client, &self.ns, Duration::from_secs(90)).await
+        kubesim::testing::delete_namespace(&self.client, ns, Duration::from_secs(90)).await
     }
 
     /// Fleets, workloads, Pods, claims, Events and the healers' and kubesim's logs.
@@ -485,6 +503,19 @@ fn tail(s: &str, n: usize) -> String {
 
 fn reservations(client: &Client) -> Api<celld_gen::api::CelldBucketReservation> {
     Api::all(client.clone())
+}
+
+/// Creates a namespace for fleets, with the ServiceAccount their members run as.
+async fn fleet_namespace(client: &Client, ns: &str) -> Result<()> {
+    kubesim::testing::create_namespace(client, ns).await?;
+    let sa: ServiceAccount = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": MEMBER_SA, "namespace": ns},
+    }))?;
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &sa)
+        .await?;
+    Ok(())
 }
 
 /// Lifts the install bundle's deletion guards in `ns`, as an operator who means it would:
@@ -855,9 +886,15 @@ const BUNDLE_KINDS: [&str; 11] = [
 /// The CRDs, the admission policies and the healer's namespace, ServiceAccount and RBAC
 /// from `celld-gen install --stdout`, in its order.
 pub fn install_bundle() -> Result<Vec<Value>> {
+    install_bundle_with(&[])
+}
+
+/// [`install_bundle`] of `celld-gen install --stdout <args>`.
+pub fn install_bundle_with(args: &[&str]) -> Result<Vec<Value>> {
     let bin = kubesim::testing::workspace_bin("celld-gen", "CELLD_GEN_BIN")?;
     let out = Command::new(&bin)
         .args(["install", "--stdout"])
+        .args(args)
         .output()
         .with_context(|| format!("running {} install --stdout", bin.display()))?;
     ensure!(
@@ -908,15 +945,20 @@ pub fn healer_rbac_objects() -> Vec<Value> {
 
 /// Writes a kubeconfig for the healer's ServiceAccount, from a TokenRequest.
 pub async fn write_healer_kubeconfig(cluster: &Cluster, path: &Path) -> Result<()> {
-    let sas: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), HEALER_NAMESPACE);
+    write_sa_kubeconfig(cluster, HEALER_NAMESPACE, HEALER_SA, path).await
+}
+
+/// Writes a kubeconfig for ServiceAccount `ns/sa`, from a TokenRequest.
+pub async fn write_sa_kubeconfig(cluster: &Cluster, ns: &str, sa: &str, path: &Path) -> Result<()> {
+    let sas: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), ns);
     let tr: TokenRequest = serde_json::from_value(json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"audiences": [], "expirationSeconds": 7200},
     }))?;
     let tr = sas
-        .create_token_request(HEALER_SA, &PostParams::default(), &tr)
+        .create_token_request(sa, &PostParams::default(), &tr)
         .await
-        .context("TokenRequest for the healer's ServiceAccount")?;
+        .with_context(|| format!("TokenRequest for ServiceAccount {ns}/{sa}"))?;
     let token = tr.status.context("TokenRequest without status")?.token;
     let admin = kube::config::Kubeconfig::read_from(&cluster.kubeconfig)?;
     let cl = admin
@@ -948,8 +990,12 @@ pub async fn write_healer_kubeconfig(cluster: &Cluster, path: &Path) -> Result<(
 /// Options of one healer process.
 #[derive(Clone, Debug)]
 pub struct HealerOptions {
-    /// `--namespace` (None: every namespace).
+    /// `--namespace` (None: every namespace; several comma-separated).
     pub namespace: Option<String>,
+    /// The kubeconfig it runs with (None: the shared install's ServiceAccount).
+    pub kubeconfig: Option<PathBuf>,
+    /// `--lease-namespace` (None: the shared install's namespace).
+    pub lease_namespace: Option<String>,
     /// `--lease-name`.
     pub lease_name: String,
     /// `--identity`.
@@ -989,28 +1035,34 @@ impl Healer {
             .expect("a free log name");
         let logf = std::fs::File::create(&log)?;
         let mut cmd = Command::new(&bin);
-        cmd.env("KUBECONFIG", &env.healer_kubeconfig)
-            .env(
-                "RUST_LOG",
-                std::env::var("HEALER_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
-            )
-            .env_remove("POD_NAME")
-            .args(["--log-format", "text"])
-            .args(["--metrics-addr", &metrics.to_string()])
-            .args(["--lease-namespace", HEALER_NAMESPACE])
-            .args(["--lease-name", &o.lease_name])
-            .args(["--lease-duration", &o.lease_duration])
-            .args(["--identity", &o.identity])
-            .args(["--member-replacement-delay", &o.replacement_delay])
-            .args(["--force-delete-margin", &o.force_delete_margin])
-            .args(["--absorb-window", &o.absorb_window])
-            // A Lost claim is replaced only once it stayed Lost this long (default 1m).
-            .args(["--lost-claim-confirmation", "10s"])
-            .arg("--allow-short-delays")
-            .args(&o.extra)
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone()?)
-            .stderr(logf);
+        cmd.env(
+            "KUBECONFIG",
+            o.kubeconfig.as_ref().unwrap_or(&env.healer_kubeconfig),
+        )
+        .env(
+            "RUST_LOG",
+            std::env::var("HEALER_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .env_remove("POD_NAME")
+        .args(["--log-format", "text"])
+        .args(["--metrics-addr", &metrics.to_string()])
+        .args([
+            "--lease-namespace",
+            o.lease_namespace.as_deref().unwrap_or(HEALER_NAMESPACE),
+        ])
+        .args(["--lease-name", &o.lease_name])
+        .args(["--lease-duration", &o.lease_duration])
+        .args(["--identity", &o.identity])
+        .args(["--member-replacement-delay", &o.replacement_delay])
+        .args(["--force-delete-margin", &o.force_delete_margin])
+        .args(["--absorb-window", &o.absorb_window])
+        // A Lost claim is replaced only once it stayed Lost this long (default 1m).
+        .args(["--lost-claim-confirmation", "10s"])
+        .arg("--allow-short-delays")
+        .args(&o.extra)
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone()?)
+        .stderr(logf);
         if let Some(ns) = &o.namespace {
             cmd.args(["--namespace", ns]);
         }

@@ -10,7 +10,7 @@
 //! Plus: the healer runs with exactly the RBAC it declares and cannot read Secrets or
 //! create workloads; the install bundle's roles match that declaration.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -372,55 +372,70 @@ async fn rbac(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// The install bundle (`celld-gen install`) grants exactly what the healer declares.
+/// The install bundle (`celld-gen install`, as a user runs it) grants exactly what the
+/// healer declares, in the right places: everything in the ClusterRole when every
+/// namespace is served; with `--watch-namespace`, only cluster-wide reads in the
+/// ClusterRole and the rest in a Role per served namespace.
 #[test]
 fn install_bundle_rbac_matches_the_healer() -> Result<()> {
-    use celld_healer::runtime::rbac::{Scope, triples, triples_of};
+    use celld_healer::runtime::rbac::{Scope, Triple, triples, triples_of};
     ensure_built_generator()?;
-    let dir = std::env::temp_dir().join(unique_name("celld-install"));
     let bin = kubesim::testing::workspace_bin("celld-gen", "CELLD_GEN_BIN")?;
-    let out = std::process::Command::new(&bin)
-        .args(["install", "-o"])
-        .arg(&dir)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.success(), "celld-gen install failed: {stderr}");
-    let mut cluster_rules = Vec::new();
-    let mut lease_rules = Vec::new();
-    for e in walk(&dir)? {
-        let text = std::fs::read_to_string(&e)?;
-        for doc in text.split("\n---") {
+    // (kind, namespace) -> granted triples.
+    let granted = |extra: &[&str]| -> Result<BTreeMap<(String, String), Vec<Triple>>> {
+        let out = std::process::Command::new(&bin)
+            .args(["install", "--stdout"])
+            .args(extra)
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.success(), "celld-gen install failed: {stderr}");
+        let mut m: BTreeMap<(String, String), Vec<Triple>> = BTreeMap::new();
+        for doc in String::from_utf8(out.stdout)?.split("\n---") {
             let Ok(v) = serde_saphyr::from_str::<Value>(doc) else {
                 continue;
             };
-            match v["kind"].as_str() {
-                Some("ClusterRole") => cluster_rules.extend(triples_of(&v["rules"])),
-                Some("Role") => lease_rules.extend(triples_of(&v["rules"])),
-                _ => {}
+            let kind = v["kind"].as_str().unwrap_or_default();
+            if kind == "ClusterRole" || kind == "Role" {
+                let ns = v["metadata"]["namespace"].as_str().unwrap_or_default();
+                let e = m.entry((kind.to_string(), ns.to_string())).or_default();
+                e.extend(triples_of(&v["rules"]));
+                e.sort();
+                e.dedup();
             }
         }
-    }
-    cluster_rules.sort();
-    cluster_rules.dedup();
-    lease_rules.sort();
-    lease_rules.dedup();
-    let want_c = triples(Scope::Cluster);
-    let want_l = triples(Scope::LeaseNamespace);
-    let extra: Vec<_> = cluster_rules
-        .iter()
-        .filter(|t| !want_c.contains(t))
-        .collect();
-    let missing: Vec<_> = want_c
-        .iter()
-        .filter(|t| !cluster_rules.contains(t))
-        .collect();
-    let extra_l: Vec<_> = lease_rules.iter().filter(|t| !want_l.contains(t)).collect();
-    let missing_l: Vec<_> = want_l.iter().filter(|t| !lease_rules.contains(t)).collect();
+        Ok(m)
+    };
+    let key = |k: &str, ns: &str| (k.to_string(), ns.to_string());
+    let all = granted(&[])?;
+    let want: BTreeMap<_, _> = [
+        (
+            key("ClusterRole", ""),
+            triples(&[Scope::ClusterRead, Scope::Served]),
+        ),
+        (
+            key("Role", celld_gen::api::labels::HEALER_NAMESPACE),
+            triples(&[Scope::LeaseNamespace]),
+        ),
+    ]
+    .into();
     ensure!(
-        extra.is_empty() && missing.is_empty() && extra_l.is_empty() && missing_l.is_empty(),
-        "the install bundle's RBAC differs from healer/src/runtime/rbac.rs:\n\
-         ClusterRole grants more: {extra:?}\nClusterRole lacks: {missing:?}\n\
-         Role grants more: {extra_l:?}\nRole lacks: {missing_l:?}"
+        all == want,
+        "every namespace: rendered {all:#?}\nwanted {want:#?}"
+    );
+    let some = granted(&["--watch-namespace", "team-b,team-a"])?;
+    let want: BTreeMap<_, _> = [
+        (key("ClusterRole", ""), triples(&[Scope::ClusterRead])),
+        (
+            key("Role", celld_gen::api::labels::HEALER_NAMESPACE),
+            triples(&[Scope::LeaseNamespace]),
+        ),
+        (key("Role", "team-a"), triples(&[Scope::Served])),
+        (key("Role", "team-b"), triples(&[Scope::Served])),
+    ]
+    .into();
+    ensure!(
+        some == want,
+        "served namespaces: rendered {some:#?}\nwanted {want:#?}"
     );
     Ok(())
 }
@@ -436,19 +451,6 @@ fn ensure_built_generator() -> Result<()> {
         .status()?;
     ensure!(st.success(), "building celld-gen failed");
     Ok(())
-}
-
-fn walk(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            out.extend(walk(&p)?);
-        } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-            out.push(p);
-        }
-    }
-    Ok(out)
 }
 
 /// "Never act on a fleet it cannot read completely": with one watch failing (its list is

@@ -1,0 +1,232 @@
+//! Healer end-to-end: a healer installed with `celld-gen install --watch-namespace a,b`
+//! serves those two namespaces with exactly the RBAC the bundle renders (a Role per
+//! served namespace, a read-only ClusterRole) and writes nowhere else.
+//!
+//! Its own install (namespace, ServiceAccount, ClusterRole and Roles) sits beside the
+//! shared one that every other test uses, so the cluster-scoped names must not clash.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use celld_e2e::*;
+use celld_gen::api::CelldFleet;
+use celld_gen::api::labels::IDENTITY;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healer_serving_two_namespaces_writes_nowhere_else() -> Result<()> {
+    let Some(mut env) = Env::start("namespaces").await? else {
+        return Ok(());
+    };
+    let mut installed = Vec::new();
+    let r = served(&mut env, &mut installed).await;
+    // The second install's cluster-scoped RBAC (its namespaced objects go with the
+    // test's namespaces).
+    for (kind, name) in installed {
+        let gone = match kind.as_str() {
+            "ClusterRole" => Api::<ClusterRole>::all(env.client.clone())
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            _ => Api::<ClusterRoleBinding>::all(env.client.clone())
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        };
+        if let Err(e) = gone {
+            eprintln!("[namespaces] deleting {kind} {name}: {e}");
+        }
+    }
+    env.finish(r).await
+}
+
+fn status_of(f: &CelldFleet) -> Option<(String, String, String)> {
+    f.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Blocked")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn forbidden<T: std::fmt::Debug>(what: &str, r: kube::Result<T>) -> Result<()> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+        other => anyhow::bail!("{what}: expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<()> {
+    let a = env.ns.clone();
+    let b = env.extra_namespace("b").await?;
+    let c = env.extra_namespace("c").await?;
+    let inst = env.extra_namespace("healer").await?;
+
+    // 1. The second install's RBAC, exactly as `celld-gen install` renders it.
+    let watch = format!("{a},{b}");
+    let bundle = install_bundle_with(&["--namespace", &inst, "--watch-namespace", &watch])?;
+    let mut roles = 0;
+    for o in bundle.iter().filter(|o| {
+        matches!(
+            o["kind"].as_str(),
+            Some("ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding")
+        )
+    }) {
+        apply(&env.client, o, SETUP, false).await?;
+        let kind = o["kind"].as_str().unwrap_or_default().to_string();
+        if kind.starts_with("Cluster") {
+            installed.push((
+                kind,
+                o["metadata"]["name"].as_str().unwrap_or_default().into(),
+            ));
+        } else if kind == "Role" {
+            roles += 1;
+        }
+    }
+    ensure!(
+        roles == 3,
+        "expected a Role in {a}, {b} and the lease Role: {roles}"
+    );
+    let kubeconfig = env.dir.join("served.kubeconfig");
+    write_sa_kubeconfig(&env.cluster, &inst, HEALER_SA, &kubeconfig).await?;
+
+    // 2. The API server grants it the served namespaces, and only reads elsewhere.
+    let sa = kubesim::testing::client_from_kubeconfig(&kubeconfig).await?;
+    wait_for("the Roles in effect", Duration::from_secs(30), || {
+        let sa = sa.clone();
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let ok = Api::<Pod>::namespaced(sa.clone(), &a)
+                .list(&ListParams::default())
+                .await
+                .is_ok()
+                && Api::<Pod>::namespaced(sa, &b)
+                    .list(&ListParams::default())
+                    .await
+                    .is_ok();
+            Ok(ok.then_some(()))
+        }
+    })
+    .await?;
+    forbidden(
+        "listing Pods in an unserved namespace",
+        Api::<Pod>::namespaced(sa.clone(), &c)
+            .list(&ListParams::default())
+            .await,
+    )
+    .await?;
+    forbidden(
+        "listing Pods cluster-wide",
+        Api::<Pod>::all(sa.clone())
+            .list(&ListParams::default())
+            .await,
+    )
+    .await?;
+    Api::<CelldFleet>::all(sa.clone())
+        .list(&ListParams::default())
+        .await
+        .context("the identity check needs every CelldFleet of the cluster")?;
+
+    // 3. Fleets: `original` in the unserved namespace, `copy` (same identity, newer) and
+    //    `beta` in served ones.
+    let original = FleetFile::persistent(&c, "original", 3);
+    env.apply_fleet(&original.yaml()).await?;
+    // creationTimestamp has one-second resolution: make `original` strictly older.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut copy = original.clone();
+    copy.namespace = b.clone();
+    copy.name = "copy".into();
+    env.apply_fleet(&copy.yaml()).await?;
+    let beta = FleetFile::persistent(&a, "beta", 3).protection(false);
+    env.apply_fleet(&beta.yaml()).await?;
+
+    let mut o = env.healer_options();
+    o.namespace = Some(watch.clone());
+    o.kubeconfig = Some(kubeconfig.clone());
+    o.lease_namespace = Some(inst.clone());
+    let h = env.healer(o)?;
+
+    // 4. beta grows in a served namespace; copy is blocked by a fleet the healer may
+    //    only read; original is never touched.
+    wait_ready_members(env, &beta.identity, 3, Duration::from_secs(150)).await?;
+    let fleets_b: Api<CelldFleet> = Api::namespaced(env.client.clone(), &b);
+    let (_, _, msg) = wait_for(
+        "copy Blocked by IdentityConflict",
+        Duration::from_secs(60),
+        || {
+            let fleets_b = fleets_b.clone();
+            async move {
+                let f = fleets_b.get("copy").await?;
+                Ok(status_of(&f).filter(|(s, r, _)| s == "True" && r == "IdentityConflict"))
+            }
+        },
+    )
+    .await?;
+    ensure!(msg.contains(&format!("{c}/original")), "{msg}");
+    let fleets_c: Api<CelldFleet> = Api::namespaced(env.client.clone(), &c);
+    let sts_c: Api<StatefulSet> = Api::namespaced(env.client.clone(), &c);
+    let sts_b: Api<StatefulSet> = Api::namespaced(env.client.clone(), &b);
+    holds_for(
+        "the unserved fleet untouched; the copy without finalizer and not grown",
+        Duration::from_secs(6),
+        || {
+            let (fleets_c, fleets_b) = (fleets_c.clone(), fleets_b.clone());
+            let (sts_c, sts_b) = (sts_c.clone(), sts_b.clone());
+            async move {
+                let f = fleets_c.get("original").await?;
+                let untouched = f.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty())
+                    && f.status.is_none();
+                let copy = fleets_b.get("copy").await?;
+                let copy_untouched = copy
+                    .metadata
+                    .finalizers
+                    .as_ref()
+                    .is_none_or(|f| f.is_empty());
+                let at_zero = |s: StatefulSet| s.spec.and_then(|s| s.replicas) == Some(0);
+                Ok(untouched
+                    && copy_untouched
+                    && at_zero(sts_c.get("original").await?)
+                    && at_zero(sts_b.get("copy").await?))
+            }
+        },
+    )
+    .await?;
+    let events_c = fleet_events(&env.client, &c, None).await?;
+    ensure!(
+        events_c.is_empty(),
+        "Events in the unserved namespace: {events_c:?}"
+    );
+    eprintln!(
+        "[namespaces] served {a},{b}: beta grew to 3; copy Blocked (IdentityConflict with {c}/original); {c} untouched"
+    );
+
+    // 5. Deleting beta: workload and claims go, under the Role's delete verbs.
+    release_protection(&env.client, &a).await?;
+    let fleets_a: Api<CelldFleet> = Api::namespaced(env.client.clone(), &a);
+    fleets_a.delete("beta", &DeleteParams::default()).await?;
+    let claims_a: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &a);
+    wait_for(
+        "beta and its disks deleted",
+        Duration::from_secs(120),
+        || {
+            let (fleets_a, claims_a) = (fleets_a.clone(), claims_a.clone());
+            let id = beta.identity.clone();
+            async move {
+                let fleet_gone = fleets_a.get_opt("beta").await?.is_none();
+                let claims = claims_a
+                    .list(&ListParams::default().labels(&format!("{IDENTITY}={id}")))
+                    .await?;
+                Ok((fleet_gone && claims.items.is_empty()).then_some(()))
+            }
+        },
+    )
+    .await?;
+    ensure!(env.h(h).http_status("/readyz").await? == 200);
+    eprintln!("[namespaces] beta deleted with its workload and claims by the Role-bound healer");
+
+    Ok(())
+}
