@@ -164,12 +164,3 @@ fn plural(n: usize, word: &str) -> String {
         format!("{n} {word}s")
     }
 }
-
-/// Loads, validates and renders, returning the bundle or every diagnostic.
-fn load_and_render(
-    paths: &[std::path::PathBuf],
-) -> Result<(usize, crate::render::Bundle), Vec<Diagnostic>> {
-    let fleets = crate::load::load_paths(paths)?;
-    let bundle = crate::render::render_all(&fleets)?;
-    Ok((fleets.len(), bundle))
-}
