@@ -14,7 +14,9 @@ use clap::{Parser, Subcommand};
 
 use crate::diagnostic::Diagnostic;
 
-pub use init::{InitArgs, PlacementArg, ProfileArg, WorkloadArg, fleet_file, new_identity};
+pub use init::{
+    DEFAULT_SCHEMA_REF, InitArgs, PlacementArg, ProfileArg, WorkloadArg, fleet_file, new_identity,
+};
 pub use schema::{crd_schemas, fleet_file_schema};
 
 /// Exit code: success / no difference.
