@@ -192,3 +192,31 @@ fn print_json(v: &Value) -> u8 {
     }
     OK
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every bounded field validation enforces carries its bounds in the editor schema,
+    /// and every default the accessors apply is there too.
+    #[test]
+    fn editor_schema_has_every_bound_and_default() {
+        let root = fleet_file_schema();
+        for b in crate::api::bounds_table::bounded() {
+            let at = property_pointer(&root, b.schema_path)
+                .unwrap_or_else(|| panic!("{} is not in the schema", b.schema_path));
+            let p = &root.pointer(&at).cloned().unwrap_or_default();
+            assert_eq!(p["minimum"].as_f64(), Some(b.min as f64), "{}", b.field);
+            assert_eq!(p["maximum"].as_f64(), Some(b.max as f64), "{}", b.field);
+        }
+        for (path, default) in spec_defaults() {
+            let at = property_pointer(&root, path)
+                .unwrap_or_else(|| panic!("{path} is not in the schema"));
+            assert_eq!(
+                root.pointer(&at).map(|p| &p["default"]),
+                Some(&default),
+                "{path}"
+            );
+        }
+    }
+}
