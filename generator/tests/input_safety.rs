@@ -357,7 +357,6 @@ fn check_against_names_immutable_changes_and_what_to_do() {
                 "zones: [us-east-1a, us-east-1b, us-east-1c]",
                 "zones: [us-east-1a, us-east-1b, us-east-1d]",
             )
-            .replace("profile: PersistentFleet", "profile: PersistentFleet")
     });
     let out = run_in(dir.path(), &["check", "fleets", "--against", "deploy"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));

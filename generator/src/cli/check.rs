@@ -67,16 +67,16 @@ struct JsonReport<'a> {
     findings: &'a [Finding],
 }
 
+/// Valid fleets and their rendering, or every problem.
+pub(super) type Rendered = Result<(Vec<LoadedFleet>, Bundle), Vec<Diagnostic>>;
+
 /// Loads fleets (leaving `exclude` out), prints what was skipped with `verbose`, and
 /// renders them in memory.
 pub(super) fn load_and_render(
     paths: &[PathBuf],
     exclude: &[&Path],
     verbose: bool,
-) -> (
-    Result<(Vec<LoadedFleet>, Bundle), Vec<Diagnostic>>,
-    Vec<Skipped>,
-) {
+) -> (Rendered, Vec<Skipped>) {
     let loaded = crate::load::load(
         paths,
         &Options {
