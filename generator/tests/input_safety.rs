@@ -215,7 +215,7 @@ fn removing_a_fleet_folder_needs_allow_removal() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("removed shop/bucket-deployment/deployment.yaml"));
     assert!(
-        text(&out.stderr).contains("shop/bucket-deployment: deleted"),
+        text(&out.stderr).contains("note: shop/bucket-deployment: deleted"),
         "{}",
         text(&out.stderr)
     );
@@ -376,7 +376,16 @@ fn check_against_names_immutable_changes_and_what_to_do() {
     // Without --against, the same fleets are valid.
     let out = run_in(dir.path(), &["check", "fleets"]);
     assert_eq!(out.status.code(), Some(0));
-
+    // --against needs a render output.
+    let out = run_in(dir.path(), &["check", "fleets", "--against", "fleets"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains(
+            "error: --against fleets: fleets exists and is not a celld-gen output directory"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
     // JSON carries the findings.
     let out = run_in(
         dir.path(),
@@ -386,6 +395,14 @@ fn check_against_names_immutable_changes_and_what_to_do() {
     assert_eq!(v["valid"], false);
     assert_eq!(v["findings"][0]["kind"], "immutable");
     assert_eq!(v["findings"][0]["field"], "spec.placement.zones");
+    // render warns (the sync will fail), but writes: the edit is in Git either way.
+    let out = run_in(dir.path(), &["render", "fleets", "-o", "deploy"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("warning: ledger/persistent: spec.storage.bucket: changed from"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

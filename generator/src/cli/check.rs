@@ -109,24 +109,38 @@ pub(super) fn dangerous_edits(dir: &Path, fleets: &[LoadedFleet]) -> Vec<Finding
     )
 }
 
-/// Prints findings on stderr, one per line.
-pub(super) fn print_findings(findings: &[Finding], label: &str) {
+/// Prints findings on stderr, one per line: `label` for dangerous edits, `note` for
+/// deletions the user allowed with --allow-removal.
+pub(super) fn print_findings(findings: &[Finding], label: &str, removal_allowed: bool) {
     let mut err = anstream::stderr().lock();
     for f in findings {
+        let label = if removal_allowed && f.kind == FindingKind::Deleted {
+            "note"
+        } else {
+            label
+        };
         let _ = writeln!(err, "{label}: {f}");
     }
 }
 
 pub fn run(args: CheckArgs) -> u8 {
-    if let Some(dir) = &args.against
-        && !dir.is_dir()
-    {
-        let _ = writeln!(
-            anstream::stderr(),
-            "error: --against {}: not a directory (expected an existing render output, e.g. the committed deploy/)",
-            dir.display()
-        );
-        return TROUBLE;
+    if let Some(dir) = &args.against {
+        // Only a render output holds the fleets as they were rendered.
+        let problem = if !dir.is_dir() {
+            Some("not a directory".to_owned())
+        } else {
+            crate::output::check_replaceable(dir)
+                .err()
+                .map(|e| e.to_string())
+        };
+        if let Some(problem) = problem {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: --against {}: {problem} (expected an existing render output, e.g. the committed deploy/)",
+                dir.display()
+            );
+            return TROUBLE;
+        }
     }
     let exclude: Vec<&Path> = args.against.iter().map(PathBuf::as_path).collect();
     let (result, skipped) = load_and_render(&args.paths, &exclude, args.verbose);

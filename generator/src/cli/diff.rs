@@ -184,7 +184,7 @@ pub fn run(args: DiffArgs) -> u8 {
     }
     drop(out);
     // Deletions allowed on purpose are still named, so the diff's removals are explained.
-    print_findings(&findings, "danger");
+    print_findings(&findings, "danger", args.allow_removal);
     let dir = args.output.display();
     if changes.is_empty() {
         let _ = writeln!(anstream::stderr(), "{dir} is up to date");

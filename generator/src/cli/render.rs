@@ -86,7 +86,7 @@ pub fn run(args: RenderArgs) -> u8 {
             .into_iter()
             .filter(|f| f.kind != output::dangerous::FindingKind::Deleted)
             .collect();
-        print_findings(&findings, "warning");
+        print_findings(&findings, "warning", args.allow_removal);
     }
     let fleets = fleets.len();
     let target = match &args.output {
