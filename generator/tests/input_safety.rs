@@ -604,6 +604,14 @@ fn schema_carries_bounds_patterns_and_defaults() {
     assert_eq!(spec["members"]["default"], 3);
     assert_eq!(spec["deletionProtection"]["default"], true);
     assert!(spec["identity"]["pattern"].is_string());
+    assert!(
+        v["definitions"]["Execution"]["properties"]["cpuRequest"]["pattern"].is_string(),
+        "{v}"
+    );
+    assert_eq!(
+        v["definitions"]["Execution"]["properties"]["cpuRequest"]["default"],
+        "250m"
+    );
     assert_eq!(
         v["definitions"]["Storage"]["properties"]["sizeGiB"]["default"],
         10

@@ -89,6 +89,28 @@ fn spec_defaults() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// A Kubernetes CPU quantity as `parse_quantity` reads it (`250m`, `1`, `1.5`).
+pub const CPU_QUANTITY_PATTERN: &str = "^[0-9]+(\\.[0-9]+)?m?$";
+/// A Kubernetes memory quantity as `parse_quantity` reads it (`512Mi`, `2G`).
+pub const MEMORY_QUANTITY_PATTERN: &str = "^[0-9]+(\\.[0-9]+)?([kMGTPE]|[KMGTPE]i)?$";
+/// An `http(s)://host[:port]` origin (no path, query, fragment or credentials).
+pub const ORIGIN_PATTERN: &str = "^https?://[^/?#@]+/?$";
+/// An `http(s)://host[:port][/path]` base URL (no query, fragment or credentials).
+pub const BASE_URL_PATTERN: &str = "^https?://[^/?#@]+(/[^?#]*)?$";
+
+/// Patterns for the formats validation checks that the CRD leaves to `celld-gen check`
+/// (editor help only: each accepts at least what its check accepts).
+fn spec_patterns() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("execution/cpuRequest", CPU_QUANTITY_PATTERN),
+        ("execution/cpuLimit", CPU_QUANTITY_PATTERN),
+        ("execution/memoryRequest", MEMORY_QUANTITY_PATTERN),
+        ("execution/memoryLimit", MEMORY_QUANTITY_PATTERN),
+        ("storage/endpoint/url", ORIGIN_PATTERN),
+        ("telemetry/collectorURL", BASE_URL_PATTERN),
+    ]
+}
+
 /// JSON pointer of the property at `path` (`/`-separated, below `spec`) in the fleet file
 /// schema `root`, following `$ref`s (alone, or in `anyOf`/`allOf`) into `definitions`.
 pub fn property_pointer(root: &Value, path: &str) -> Option<String> {
@@ -166,6 +188,13 @@ pub fn fleet_file_schema() -> Value {
     for (path, default) in spec_defaults() {
         if let Some(p) = property_pointer(&root, path).and_then(|at| root.pointer_mut(&at)) {
             p["default"] = default;
+        }
+    }
+    for (path, pattern) in spec_patterns() {
+        if let Some(p) = property_pointer(&root, path).and_then(|at| root.pointer_mut(&at))
+            && p.get("pattern").is_none()
+        {
+            p["pattern"] = json!(pattern);
         }
     }
     root
