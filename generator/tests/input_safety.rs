@@ -336,7 +336,24 @@ fn directory_symlinks_are_not_followed_and_loops_are_one_error() {
     assert_eq!(out.status.code(), Some(1));
     let o = text(&out.stdout);
     assert_eq!(o.lines().count(), 1, "one error for one loop:\n{o}");
-    assert!(o.starts_with("loop-a.yaml:1:1: symbolic link loop"), "{o}");
+    assert!(
+        o.starts_with(
+            "loop-a.yaml:1:1: symbolic link loop (loop-a.yaml -> loop-b.yaml -> loop-a.yaml)"
+        ),
+        "{o}"
+    );
+    // Found in a directory, a loop of two links is still one error.
+    fs::create_dir(dir.path().join("looped")).unwrap();
+    symlink("y.yaml", dir.path().join("looped/x.yaml")).unwrap();
+    symlink("x.yaml", dir.path().join("looped/y.yaml")).unwrap();
+    let out = run_in(dir.path(), &["check", "looped"]);
+    assert_eq!(out.status.code(), Some(1));
+    let o = text(&out.stdout);
+    assert_eq!(o.lines().count(), 1, "{o}");
+    assert!(
+        o.contains("symbolic link loop (x.yaml -> y.yaml -> x.yaml)"),
+        "{o}"
+    );
 }
 
 /// Renders `fleets` into `deploy`, then applies `edit` to the persistent fleet's file.

@@ -45,6 +45,8 @@ struct Search {
     exclude: Vec<PathBuf>,
     /// Canonical path -> index in `files`, so a file reached twice is read once.
     seen: BTreeMap<PathBuf, usize>,
+    /// Symlink loops already reported (their links, sorted): one error per loop.
+    loops: std::collections::BTreeSet<Vec<PathBuf>>,
     out: Discovery,
 }
 
@@ -59,6 +61,7 @@ pub fn discover(paths: &[PathBuf], options: &Options) -> Discovery {
             .filter_map(|p| fs::canonicalize(p).ok())
             .collect(),
         seen: BTreeMap::new(),
+        loops: Default::default(),
         out: Discovery::default(),
     };
     for p in paths {
@@ -83,13 +86,52 @@ pub fn discover(paths: &[PathBuf], options: &Options) -> Discovery {
     s.out
 }
 
-/// The one error for a path that cannot be resolved; a symlink loop says so.
+/// The links of the loop `p` leads into, in order from `p` (each absolute), at most
+/// [`MAX_HOPS`] long.
+fn loop_chain(p: &Path) -> Vec<PathBuf> {
+    let mut chain: Vec<PathBuf> = Vec::new();
+    let mut at = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    while chain.len() < MAX_HOPS && !chain.contains(&at) {
+        let Ok(target) = fs::read_link(&at) else {
+            break;
+        };
+        let next = match at.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+        chain.push(at);
+        at = std::path::absolute(&next).unwrap_or(next);
+    }
+    // Keep only the cycle itself (a link into a loop is not part of it).
+    match chain.iter().position(|l| *l == at) {
+        Some(start) => chain.split_off(start),
+        None => chain,
+    }
+}
+
+/// Most links followed when describing a loop (the kernel's own limit is 40).
+const MAX_HOPS: usize = 40;
+
+/// The one error for a path that cannot be resolved; a symlink loop names its links.
 fn path_error(p: &Path, e: &io::Error) -> Diagnostic {
     if is_loop(e) {
+        let chain = loop_chain(p);
+        let names: Vec<String> = chain
+            .iter()
+            .chain(chain.first())
+            .map(|l| {
+                l.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| l.display().to_string())
+            })
+            .collect();
         Diagnostic::whole_file(
             p,
-            "symbolic link loop: following this link leads back to itself",
-            "a link to a real file or directory, or remove the link",
+            format!(
+                "symbolic link loop ({}): following it never reaches a file",
+                names.join(" -> ")
+            ),
+            "a link to a real file or directory, or remove the loop",
         )
     } else if e.kind() == io::ErrorKind::NotFound {
         Diagnostic::whole_file(
@@ -185,6 +227,13 @@ impl Search {
                     continue;
                 }
                 Err(e) => {
+                    if is_loop(&e) {
+                        let mut links = loop_chain(&child);
+                        links.sort();
+                        if !self.loops.insert(links) {
+                            continue;
+                        }
+                    }
                     self.out.errors.push(path_error(&child, &e));
                     continue;
                 }
