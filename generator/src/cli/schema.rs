@@ -247,5 +247,53 @@ mod tests {
                 "{path}"
             );
         }
+        for (path, pattern) in spec_patterns() {
+            let at = property_pointer(&root, path)
+                .unwrap_or_else(|| panic!("{path} is not in the schema"));
+            assert_eq!(
+                root.pointer(&at).map(|p| &p["pattern"]),
+                Some(&json!(pattern)),
+                "{path}"
+            );
+        }
+    }
+
+    /// The editor patterns accept every value the checks accept.
+    #[test]
+    fn editor_patterns_accept_what_validation_accepts() {
+        use crate::validate::formats::{parse_base_url, parse_origin, parse_quantity};
+        let re = |p: &str| regex::Regex::new(p).expect("pattern compiles");
+        let (cpu, mem) = (re(CPU_QUANTITY_PATTERN), re(MEMORY_QUANTITY_PATTERN));
+        for q in [
+            "250m", "1", "1.5", "0.5m", "512Mi", "2Gi", "1G", "3k", "1.5Ti", "x", "1.", ".5",
+            "1m5", "1Mi", "10Ei", "",
+        ] {
+            assert_eq!(
+                cpu.is_match(q),
+                parse_quantity(q, false).is_some(),
+                "cpu {q}"
+            );
+            assert_eq!(
+                mem.is_match(q),
+                parse_quantity(q, true).is_some(),
+                "memory {q}"
+            );
+        }
+        let (origin, base) = (re(ORIGIN_PATTERN), re(BASE_URL_PATTERN));
+        for u in [
+            "http://minio.store:9000",
+            "https://s3.example.com/",
+            "http://[::1]:9000",
+            "http://otel.obs:4318/v1",
+            "ftp://x",
+            "http://u:p@host",
+        ] {
+            if parse_origin(u).is_some() {
+                assert!(origin.is_match(u), "origin {u}");
+            }
+            if parse_base_url(u).is_some() {
+                assert!(base.is_match(u), "base URL {u}");
+            }
+        }
     }
 }
