@@ -10,9 +10,9 @@ use serde::Serialize;
 pub struct Diagnostic {
     /// The file.
     pub file: PathBuf,
-    /// 1-based line (0 when the problem is the file as a whole).
+    /// 1-based line (1 when the problem is the file as a whole).
     pub line: usize,
-    /// 1-based column (0 when unknown).
+    /// 1-based column (1 when the problem is the file as a whole).
     pub column: usize,
     /// Field path, e.g. `spec.placement.zones[1]` (empty for the whole document).
     pub field: String,
@@ -24,7 +24,14 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        // Never 0:0: a whole-file problem still points at the file's first character.
+        write!(
+            f,
+            "{}:{}:{}: ",
+            self.file.display(),
+            self.line.max(1),
+            self.column.max(1)
+        )?;
         if !self.field.is_empty() {
             write!(f, "{}: ", self.field)?;
         }
@@ -33,5 +40,24 @@ impl fmt::Display for Diagnostic {
             write!(f, " (expected {})", self.expected)?;
         }
         Ok(())
+    }
+}
+
+impl Diagnostic {
+    /// A problem with the file as a whole, reported at 1:1 (editors and CI annotations
+    /// need a real position).
+    pub fn whole_file(
+        file: &std::path::Path,
+        message: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            file: file.to_path_buf(),
+            line: 1,
+            column: 1,
+            field: String::new(),
+            message: message.into(),
+            expected: expected.into(),
+        }
     }
 }

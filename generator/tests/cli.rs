@@ -45,6 +45,8 @@ fn init_args(profile: ProfileArg) -> InitArgs {
         service_account: "default".into(),
         prefix: None,
         placement: None,
+        output: None,
+        schema: celld_gen::cli::DEFAULT_SCHEMA_REF.into(),
     }
 }
 

@@ -217,12 +217,23 @@ fn kustomizations_list_their_resources_sorted() {
 
 #[test]
 fn rendering_the_rendered_fleets_reproduces_the_output() {
-    // celldfleet.yaml is the fleet file as written, so the output directory is itself a
-    // valid input that renders to exactly the same tree.
+    // celldfleet.yaml is the fleet file as written, so the rendered fleet files, named
+    // one by one, render to exactly the same tree. (The output folder itself is never
+    // searched for input: it carries the generated header.)
     let bundle = render(&example_paths());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("deploy");
     write_tree(&out, &bundle).unwrap();
-    let again = render(&[out]);
+    let rendered: Vec<PathBuf> = bundle
+        .files
+        .iter()
+        .filter(|f| f.path.ends_with("/celldfleet.yaml"))
+        .map(|f| out.join(&f.path))
+        .collect();
+    let again = render(&rendered);
     assert_eq!(again.files, bundle.files);
+    assert!(
+        load_paths(&[out]).is_ok_and(|f| f.is_empty()),
+        "an output folder is not read back as input"
+    );
 }

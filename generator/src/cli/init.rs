@@ -1,7 +1,7 @@
 //! `celld-gen init`.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use rand::Rng;
@@ -18,7 +18,16 @@ Examples:
   celld-gen init ledger --namespace ledger --profile PersistentFleet --bucket ledger-cells \\
       --region eu-west-1 --zones eu-west-1a,eu-west-1b,eu-west-1c --storage-class gp3 \\
       --size-gib 50 --service-account ledger \\
-      --image ghcr.io/ewhauser/celld@sha256:<64 hex> > fleets/ledger.yaml";
+      --image ghcr.io/ewhauser/celld@sha256:<64 hex> > fleets/ledger.yaml
+  celld-gen init orders -n shop --profile Bucket --bucket shop-orders --region us-east-1 \
+      --zones a,b,c --image ghcr.io/ewhauser/celld@sha256:<64 hex> -o fleets/orders.yaml
+
+The file starts with a yaml-language-server modeline pointing at the fleet schema, so
+editors complete and check fields: by default `./celldfleet.schema.json`, the file that
+`celld-gen schema > fleets/celldfleet.schema.json` writes next to the fleet files; change
+it with --schema (a relative path or an https:// URL). With -o FILE, nothing is written
+unless the fleet is valid, and an existing FILE is never overwritten (its identity would
+be lost).";
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = EXAMPLES)]
@@ -68,6 +77,59 @@ pub struct InitArgs {
     /// (preferred) [default: Strict].
     #[arg(long, value_enum, ignore_case = true)]
     pub placement: Option<PlacementArg>,
+    /// Write the fleet file to FILE instead of standard output; an existing FILE is
+    /// refused, never overwritten.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Schema reference for the yaml-language-server modeline at the top of the file.
+    #[arg(long, value_name = "PATH|URL", default_value = DEFAULT_SCHEMA_REF)]
+    pub schema: String,
+}
+
+/// Where the modeline points by default: the schema file next to the fleet files.
+pub const DEFAULT_SCHEMA_REF: &str = "./celldfleet.schema.json";
+
+/// Why `init -o FILE` wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum InitWriteError {
+    /// The file is there already.
+    #[error(
+        "{0} already exists; init never overwrites a fleet file (its identity would be lost). Choose another path, or remove the file first"
+    )]
+    Exists(PathBuf),
+    /// Creating or writing failed.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// Where.
+        path: PathBuf,
+        /// What.
+        source: std::io::Error,
+    },
+}
+
+/// Writes `text` to a new file at `path`; an existing file is refused (atomically:
+/// `create_new`), and a half-written file is removed.
+pub fn write_new(path: &Path, text: &str) -> Result<(), InitWriteError> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::AlreadyExists => InitWriteError::Exists(path.to_path_buf()),
+            _ => InitWriteError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        })?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|source| {
+            let _ = std::fs::remove_file(path);
+            InitWriteError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })
 }
 
 /// `--profile`.
@@ -116,8 +178,17 @@ pub fn new_identity() -> String {
         .collect()
 }
 
-/// The fleet file for `args` with the given identity (not validated).
+/// The fleet file for `args` with the given identity (not validated), starting with the
+/// yaml-language-server modeline.
 pub fn fleet_file(args: &InitArgs, identity: &str) -> Result<String, minijinja::Error> {
+    let body = fleet_body(args, identity)?;
+    Ok(format!(
+        "# yaml-language-server: $schema={}\n{body}",
+        args.schema
+    ))
+}
+
+fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Error> {
     let zones: Vec<String> = args
         .zones
         .iter()
@@ -193,6 +264,23 @@ pub fn run(args: InitArgs) -> u8 {
             let _ = writeln!(err, "  {field}{}{expected}", d.message);
         }
         return FAILED;
+    }
+    if let Some(path) = &args.output {
+        return match write_new(path, &text) {
+            Ok(()) => {
+                let _ = writeln!(
+                    anstream::stderr(),
+                    "wrote {}; check it with `celld-gen check {}`",
+                    path.display(),
+                    path.display()
+                );
+                OK
+            }
+            Err(e) => {
+                let _ = writeln!(anstream::stderr(), "error: {e}");
+                FAILED
+            }
+        };
     }
     let mut out = std::io::stdout().lock();
     if out

@@ -14,7 +14,9 @@ use clap::{Parser, Subcommand};
 
 use crate::diagnostic::Diagnostic;
 
-pub use init::{InitArgs, PlacementArg, ProfileArg, WorkloadArg, fleet_file, new_identity};
+pub use init::{
+    DEFAULT_SCHEMA_REF, InitArgs, PlacementArg, ProfileArg, WorkloadArg, fleet_file, new_identity,
+};
 pub use schema::{crd_schemas, fleet_file_schema};
 
 /// Exit code: success / no difference.
@@ -163,13 +165,4 @@ fn plural(n: usize, word: &str) -> String {
     } else {
         format!("{n} {word}s")
     }
-}
-
-/// Loads, validates and renders, returning the bundle or every diagnostic.
-fn load_and_render(
-    paths: &[std::path::PathBuf],
-) -> Result<(usize, crate::render::Bundle), Vec<Diagnostic>> {
-    let fleets = crate::load::load_paths(paths)?;
-    let bundle = crate::render::render_all(&fleets)?;
-    Ok((fleets.len(), bundle))
 }

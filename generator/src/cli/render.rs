@@ -6,14 +6,23 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{FAILED, OK, load_and_render, plural, report};
-use crate::output;
+use super::check::{dangerous_edits, load_and_render, print_findings};
+use super::{FAILED, OK, plural, report};
+use crate::output::{self, Allow};
 
 const EXAMPLES: &str = "\
 Examples:
   celld-gen render fleets/ -o deploy/
   celld-gen render fleets/alpha.yaml fleets/beta.yaml -o deploy/
   celld-gen render fleets/ --stdout | kubectl apply --server-side -f -
+  celld-gen render fleets/ -o deploy/ --allow-removal   # ledger/old's file was deleted on purpose
+
+Safety: render refuses (exit 1, nothing written) to remove a fleet folder from DIR unless
+--allow-removal, and to render zero fleets unless --allow-empty; behind Argo CD or Flux
+with pruning, a folder gone from Git is a fleet deleted. DIR itself, and any folder of
+celld-gen output below the inputs, is never read as input. Edits the cluster cannot take
+(identity, profile, storage, placement, a renamed fleet) are reported as warnings; see
+`celld-gen check --against DIR`.
 
 Output layout (-o DIR):
   DIR/kustomization.yaml                      every fleet folder, sorted
@@ -42,17 +51,44 @@ pub struct RenderArgs {
     /// (no kustomization files): what an Argo CD config-management plugin prints.
     #[arg(long)]
     pub stdout: bool,
+    /// Allow fleet folders in DIR that no fleet file produces any more to be removed
+    /// (their fleets are deleted by a pruning sync).
+    #[arg(long)]
+    pub allow_removal: bool,
+    /// Allow rendering when no fleet is found (an output with no fleets).
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// List every file and folder that was not read as a fleet, and why (on stderr).
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 pub fn run(args: RenderArgs) -> u8 {
     let start = Instant::now();
-    let (fleets, bundle) = match load_and_render(&args.paths) {
+    let exclude: Vec<&std::path::Path> = args.output.iter().map(PathBuf::as_path).collect();
+    let (fleets, bundle) = match load_and_render(&args.paths, &exclude, args.verbose).0 {
         Ok(r) => r,
         Err(d) => {
             report(&d, "nothing was written");
             return FAILED;
         }
     };
+    let allow = Allow {
+        removal: args.allow_removal,
+        empty: args.allow_empty,
+    };
+    if let Err(e) = output::guard(args.output.as_deref(), &bundle, &args.paths, allow) {
+        let _ = writeln!(anstream::stderr(), "error: {e}; nothing was written");
+        return FAILED;
+    }
+    if let Some(dir) = &args.output {
+        let findings: Vec<_> = dangerous_edits(dir, &fleets)
+            .into_iter()
+            .filter(|f| f.kind != output::dangerous::FindingKind::Deleted)
+            .collect();
+        print_findings(&findings, "warning", args.allow_removal);
+    }
+    let fleets = fleets.len();
     let target = match &args.output {
         None => {
             let mut out = std::io::stdout().lock();

@@ -1,6 +1,7 @@
 //! Writing a rendered bundle: the whole output tree at once, never half of it, and the
 //! difference between a bundle and what a directory holds.
 
+pub mod dangerous;
 pub mod diff;
 
 use std::fs;
@@ -37,6 +38,130 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
     move |source| WriteError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// Why `render` or `diff` stop before anything is written: the render would drop fleets
+/// and nobody said so.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// No fleet was found at all.
+    #[error(
+        "no fleet found in {inputs}; refusing to render zero fleets{into}. Check the paths, or pass --allow-empty if an empty output is what you want"
+    )]
+    Empty {
+        /// The input paths, as given.
+        inputs: String,
+        /// ` into DIR, which would remove every fleet in it`, or empty.
+        into: String,
+    },
+    /// Fleet folders of the output would go.
+    #[error(
+        "render would remove {} from {}: {}. Behind Argo CD or Flux with pruning, a folder removed from Git is a fleet deleted. Restore the fleet files (renamed, skipped or lost?), or pass --allow-removal to remove them on purpose",
+        plural_folders(.folders.len()),
+        .dir.display(),
+        .folders.join(", ")
+    )]
+    WouldRemove {
+        /// The output directory.
+        dir: PathBuf,
+        /// The fleet folders (`<namespace>/<name>`) that would go, sorted.
+        folders: Vec<String>,
+    },
+    /// The output directory cannot be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// Where.
+        path: PathBuf,
+        /// What.
+        source: io::Error,
+    },
+}
+
+fn plural_folders(n: usize) -> String {
+    if n == 1 {
+        "1 fleet folder".to_owned()
+    } else {
+        format!("{n} fleet folders")
+    }
+}
+
+/// Fleet folders (`<namespace>/<name>`) in an existing output directory (none if missing).
+pub fn fleet_folders(dir: &Path) -> io::Result<std::collections::BTreeSet<String>> {
+    Ok(read_tree(dir)?
+        .into_iter()
+        .filter_map(|(path, _)| {
+            let mut parts = path.splitn(3, '/');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(ns), Some(name), Some(_)) => Some(format!("{ns}/{name}")),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
+/// What the user allowed, for [`guard`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Allow {
+    /// `--allow-removal`: fleet folders may leave the output.
+    pub removal: bool,
+    /// `--allow-empty`: zero fleets may be rendered.
+    pub empty: bool,
+}
+
+/// Refuses a render of zero fleets, and one that would remove fleet folders from `dir`,
+/// unless allowed.
+pub fn guard(
+    dir: Option<&Path>,
+    bundle: &Bundle,
+    inputs: &[PathBuf],
+    allow: Allow,
+) -> Result<(), GuardError> {
+    if bundle.fleets.is_empty() && !allow.empty {
+        let existing = match dir {
+            Some(d) => fleet_folders(d).map_err(|source| GuardError::Io {
+                path: d.to_path_buf(),
+                source,
+            })?,
+            None => Default::default(),
+        };
+        return Err(GuardError::Empty {
+            inputs: inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            into: match dir {
+                Some(d) if !existing.is_empty() => format!(
+                    " into {}, which would remove every fleet in it ({})",
+                    d.display(),
+                    existing.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+                Some(d) => format!(" into {}", d.display()),
+                None => String::new(),
+            },
+        });
+    }
+    let Some(dir) = dir else {
+        return Ok(());
+    };
+    if allow.removal {
+        return Ok(());
+    }
+    let existing = fleet_folders(dir).map_err(|source| GuardError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let kept: std::collections::BTreeSet<String> =
+        bundle.fleets.iter().map(|f| f.folder()).collect();
+    let folders: Vec<String> = existing.difference(&kept).cloned().collect();
+    if folders.is_empty() {
+        Ok(())
+    } else {
+        Err(GuardError::WouldRemove {
+            dir: dir.to_path_buf(),
+            folders,
+        })
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod formats;
 pub mod rules;
 pub mod schema;
+pub mod templates;
 pub mod yaml;
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::api::{CelldFleet, labels};
 use crate::diagnostic::Diagnostic;
-use crate::load::LoadedFleet;
+use crate::load::{LoadedFleet, Skipped, Source};
 use yaml::{Node, Pos};
 
 /// A problem inside one document; the file is added when it becomes a [`Diagnostic`].
@@ -56,14 +57,7 @@ impl Problem {
 }
 
 fn file_problem(file: &Path, message: impl Into<String>, expected: &str) -> Diagnostic {
-    Diagnostic {
-        file: file.to_path_buf(),
-        line: 0,
-        column: 0,
-        field: String::new(),
-        message: message.into(),
-        expected: expected.to_string(),
-    }
+    Diagnostic::whole_file(file, message, expected)
 }
 
 /// A fleet document that validated, with its located tree (for cross-fleet messages).
@@ -78,6 +72,130 @@ fn is_fleet_doc(doc: &Node) -> bool {
     doc.get("kind").and_then(Node::as_str) == Some("CelldFleet")
 }
 
+/// What a document that is not a `kind: CelldFleet` is: a near miss that would silently
+/// drop a fleet (an error), or other YAML (skipped, with a reason).
+enum NotAFleet {
+    NearMiss(Problem),
+    Other(String),
+}
+
+/// Edit distance between two strings (Levenshtein, by characters).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == cb {
+                prev
+            } else {
+                1 + prev.min(cur).min(row[j])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Largest edit distance still taken for a typo of `CelldFleet` (case aside).
+const KIND_TYPO_DISTANCE: usize = 2;
+
+/// Fields only a fleet's spec has together; two of them make a document without `kind`
+/// look like a fleet.
+const FLEET_SPEC_MARKERS: [&str; 5] = [
+    "identity",
+    "profile",
+    "runtimeImage",
+    "storage",
+    "placement",
+];
+
+fn classify(doc: &Node) -> NotAFleet {
+    let api_version = doc.get("apiVersion").and_then(Node::as_str);
+    let in_group = api_version.is_some_and(|v| {
+        v == labels::GROUP
+            || v.strip_prefix(labels::GROUP)
+                .is_some_and(|r| r.starts_with('/'))
+    });
+    let kind_node = doc.get("kind");
+    let kind = kind_node.and_then(Node::as_str);
+    let at = kind_node.map_or(doc.pos, |k| k.pos);
+    if let Some(k) = kind {
+        let near = edit_distance(&k.to_ascii_lowercase(), "celldfleet") <= KIND_TYPO_DISTANCE;
+        if near {
+            return NotAFleet::NearMiss(Problem::new(
+                at,
+                "kind",
+                format!(
+                    "kind `{k}` is not `CelldFleet`, so this fleet would be skipped (and deleted from the output)"
+                ),
+                "kind: CelldFleet",
+            ));
+        }
+        if in_group {
+            return NotAFleet::NearMiss(Problem::new(
+                at,
+                "kind",
+                format!(
+                    "a `{}` document of kind `{k}` is not a fleet file; celld-gen reads only kind CelldFleet (it renders the other fleet.celld.dev objects itself)",
+                    labels::GROUP
+                ),
+                "kind: CelldFleet, or move the file out of the fleet directory",
+            ));
+        }
+        return NotAFleet::Other(format!("kind `{k}` is not CelldFleet"));
+    }
+    let markers: Vec<&str> = doc
+        .get("spec")
+        .map(|spec| {
+            FLEET_SPEC_MARKERS
+                .iter()
+                .copied()
+                .filter(|m| spec.get(m).is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    if in_group || markers.len() >= 2 {
+        let why = if in_group {
+            format!("its apiVersion is `{}`", api_version.unwrap_or_default())
+        } else {
+            format!(
+                "its spec has {}",
+                markers
+                    .iter()
+                    .map(|m| format!("`{m}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let problem = match kind_node {
+            Some(k) => Problem::new(
+                k.pos,
+                "kind",
+                format!(
+                    "`kind` must be the string CelldFleet, found {}",
+                    k.kind.type_name()
+                ),
+                "kind: CelldFleet",
+            ),
+            None => Problem::new(
+                doc.pos,
+                "kind",
+                format!("no `kind`, but this looks like a fleet ({why}), so it would be skipped"),
+                "kind: CelldFleet",
+            ),
+        };
+        return NotAFleet::NearMiss(problem);
+    }
+    match kind_node {
+        Some(k) => NotAFleet::Other(format!("kind is {}, not CelldFleet", k.kind.type_name())),
+        None if matches!(doc.kind, yaml::Kind::Map(_)) => NotAFleet::Other("no `kind`".to_owned()),
+        None => NotAFleet::Other(format!("not a mapping ({})", doc.kind.type_name())),
+    }
+}
+
 /// Whether a document is celld-gen's own output (a rendered tree inside the searched
 /// directory must not be read back as input).
 fn is_rendered(doc: &Node) -> bool {
@@ -90,6 +208,13 @@ fn is_rendered(doc: &Node) -> bool {
 
 /// Validates one document already known to be a fleet.
 fn validate_doc(doc: &Node) -> Result<CelldFleet, Vec<Problem>> {
+    validate_doc_inner(doc).map_err(|mut problems| {
+        templates::add_hints(doc, &mut problems);
+        problems
+    })
+}
+
+fn validate_doc_inner(doc: &Node) -> Result<CelldFleet, Vec<Problem>> {
     let mut problems = Vec::new();
     schema::check_document(doc, &mut problems);
     if !problems.is_empty() {
@@ -111,26 +236,45 @@ fn validate_doc(doc: &Node) -> Result<CelldFleet, Vec<Problem>> {
     }
 }
 
+/// Whether a file holds nothing but whitespace, comments and document markers.
+fn is_blank(docs: &[Node]) -> bool {
+    docs.iter().all(|d| matches!(d.kind, yaml::Kind::Null))
+}
+
 /// Parses and validates every fleet document in `text`. With `explicit`, a file without
-/// any fleet is an error; otherwise (directory search) such files are skipped.
-fn parse_file(path: &Path, text: &str, explicit: bool) -> Result<Vec<Parsed>, Vec<Diagnostic>> {
-    let docs = yaml::parse(text).map_err(|e| {
-        vec![Diagnostic {
-            file: path.to_path_buf(),
-            line: e.pos.line,
-            column: e.pos.column,
-            field: String::new(),
-            message: format!("invalid YAML: {}", e.message),
-            expected: String::new(),
-        }]
-    })?;
+/// any fleet is an error; otherwise (directory search) a file of other YAML is skipped
+/// (the reason is returned), but a near miss (a kind typo, another fleet.celld.dev
+/// kind, a fleet without `kind`, an empty file) is an error: skipping it would drop a
+/// fleet without a word.
+fn parse_file(
+    path: &Path,
+    text: &str,
+    explicit: bool,
+) -> Result<(Vec<Parsed>, Option<String>), Vec<Diagnostic>> {
+    let docs = yaml::parse(text).map_err(|e| vec![syntax_diagnostic(path, text, &e)])?;
+    if is_blank(&docs) {
+        return Err(vec![file_problem(
+            path,
+            "the file is empty (nothing but whitespace or comments); an interrupted `celld-gen init > file` leaves one behind",
+            "a CelldFleet (see `celld-gen init`), or delete the file",
+        )]);
+    }
     let mut out = Vec::new();
     let mut errors = Vec::new();
+    let mut others = Vec::new();
     for doc in docs {
+        if matches!(doc.kind, yaml::Kind::Null) {
+            continue;
+        }
         if !is_fleet_doc(&doc) {
+            match classify(&doc) {
+                NotAFleet::NearMiss(p) => errors.push(p.into_diagnostic(path)),
+                NotAFleet::Other(reason) => others.push(reason),
+            }
             continue;
         }
         if !explicit && is_rendered(&doc) {
+            others.push("a CelldFleet rendered by celld-gen (managed-by label)".to_owned());
             continue;
         }
         match validate_doc(&doc) {
@@ -145,20 +289,54 @@ fn parse_file(path: &Path, text: &str, explicit: bool) -> Result<Vec<Parsed>, Ve
     if explicit && out.is_empty() && errors.is_empty() {
         errors.push(file_problem(
             path,
-            "no CelldFleet found in this file",
+            format!("no CelldFleet found in this file ({})", others.join("; ")),
             "a document with `kind: CelldFleet` (see `celld-gen init`)",
         ));
     }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    others.dedup();
+    let skipped = (out.is_empty()).then(|| others.join("; "));
+    Ok((out, skipped))
+}
+
+/// A YAML syntax error, with the duplicate key's name and first place, or a hint when
+/// the text looks like a Helm template.
+fn syntax_diagnostic(path: &Path, text: &str, e: &yaml::SyntaxError) -> Diagnostic {
+    let mut message = format!("invalid YAML: {}", e.message);
+    let mut expected = String::new();
+    if let Some(dup) = yaml::find_duplicate_key(text) {
+        return Diagnostic {
+            file: path.to_path_buf(),
+            line: dup.second.line,
+            column: dup.second.column,
+            field: dup.path.clone(),
+            message: format!(
+                "duplicate key `{}`: it first appears at line {}, column {}",
+                dup.name, dup.first.line, dup.first.column
+            ),
+            expected: "each key once per mapping; keep one of the two".to_owned(),
+        };
+    }
+    let line_text = text.lines().nth(e.pos.line.saturating_sub(1)).unwrap_or("");
+    if templates::looks_templated(line_text) {
+        message.push_str(&format!("; {}", templates::HINT));
+        expected = "plain YAML values".to_owned();
+    }
+    Diagnostic {
+        file: path.to_path_buf(),
+        line: e.pos.line.max(1),
+        column: e.pos.column.max(1),
+        field: String::new(),
+        message,
+        expected,
     }
 }
 
 /// See [`crate::load::load_str`].
 pub fn load_str(path: &Path, text: &str) -> Result<CelldFleet, Vec<Diagnostic>> {
-    let mut parsed = parse_file(path, text, true)?;
+    let (mut parsed, _) = parse_file(path, text, true)?;
     if parsed.len() != 1 {
         return Err(vec![file_problem(
             path,
@@ -169,76 +347,25 @@ pub fn load_str(path: &Path, text: &str) -> Result<CelldFleet, Vec<Diagnostic>> 
     Ok(parsed.remove(0).fleet)
 }
 
-/// Expands paths: files as given, directories searched recursively (sorted; hidden
-/// entries skipped) for `.yaml` and `.yml` files. Returns (path, named explicitly).
-fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, Vec<Diagnostic>> {
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            walk(p, &mut out, &mut errors);
-        } else if p.exists() {
-            out.push((p.clone(), true));
-        } else {
-            errors.push(file_problem(
-                p,
-                "no such file or directory",
-                "a fleet file or a directory of them",
-            ));
-        }
-    }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
-    }
-}
-
-fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>, errors: &mut Vec<Diagnostic>) {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            errors.push(file_problem(dir, format!("cannot read directory: {e}"), ""));
-            return;
-        }
-    };
-    let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    children.sort();
-    for child in children {
-        let hidden = child
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
-        }
-        if child.is_dir() {
-            walk(&child, out, errors);
-        } else if child
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
-            out.push((child, false));
-        }
-    }
-}
-
-/// See [`crate::load::load_paths`].
-pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
-    let files = expand(paths)?;
+/// Validates every source, then checks fleets against each other. Files of other YAML
+/// found in directories are added to `skipped`.
+pub fn load_sources(
+    sources: &[Source],
+    skipped: &mut Vec<Skipped>,
+) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
     let mut parsed = Vec::new();
     let mut errors = Vec::new();
-    for (path, explicit) in files {
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) => {
-                errors.push(file_problem(&path, format!("cannot read file: {e}"), ""));
-                continue;
+    for s in sources {
+        match parse_file(&s.path, &s.text, s.explicit) {
+            Ok((p, reason)) => {
+                parsed.extend(p);
+                if let Some(reason) = reason {
+                    skipped.push(Skipped {
+                        path: s.path.clone(),
+                        reason,
+                    });
+                }
             }
-        };
-        match parse_file(&path, &text, explicit) {
-            Ok(p) => parsed.extend(p),
             Err(e) => errors.extend(e),
         }
     }
@@ -260,6 +387,12 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>
             .cmp(&(&b.fleet.metadata.namespace, &b.fleet.metadata.name))
     });
     Ok(fleets)
+}
+
+/// See [`crate::load::load_paths`].
+#[cfg(test)]
+pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
+    crate::load::load_paths(paths)
 }
 
 /// Fleets that would collide in the cluster or in the bucket.

@@ -51,7 +51,7 @@ pub fn check_document(doc: &Node, out: &mut Vec<Problem>) {
             other => out.push(Problem::new(
                 key.pos,
                 other,
-                format!("unknown field `{other}`"),
+                unknown_field(other, &["apiVersion", "kind", "metadata", "spec"]),
                 "one of apiVersion, kind, metadata, spec",
             )),
         }
@@ -108,7 +108,10 @@ fn check_metadata(node: &Node, out: &mut Vec<Problem>) {
             other => out.push(Problem::new(
                 key.pos,
                 &path,
-                format!("unknown field `{other}` in metadata"),
+                format!(
+                    "{} in metadata",
+                    unknown_field(other, &["name", "namespace", "labels", "annotations"])
+                ),
                 "name, namespace, labels or annotations (the API server sets the rest)",
             )),
         }
@@ -125,8 +128,34 @@ fn check_metadata(node: &Node, out: &mut Vec<Problem>) {
     }
 }
 
+/// Largest edit distance for a "did you mean" suggestion.
+const SUGGEST_DISTANCE: usize = 2;
+
+/// "unknown field `x`", with the closest known name when it is a likely typo.
+fn unknown_field(name: &str, known: &[&str]) -> String {
+    let lower = name.to_ascii_lowercase();
+    let best = known
+        .iter()
+        .map(|k| (super::edit_distance(&lower, &k.to_ascii_lowercase()), *k))
+        .min();
+    match best {
+        Some((d, k)) if d <= SUGGEST_DISTANCE => {
+            format!("unknown field `{name}`; did you mean `{k}`?")
+        }
+        _ => format!("unknown field `{name}`"),
+    }
+}
+
+/// A value of the wrong type: the message says what was found (the expectation says
+/// what would do, once).
 fn type_problem(node: &Node, path: &str, expected: &str) -> Problem {
-    let mut message = format!("expected {expected}, found {}", node.kind.type_name());
+    let mut message = match &node.kind {
+        Kind::Str(v) => format!("`{v}` is a string"),
+        Kind::Int(v) => format!("`{v}` is an integer"),
+        Kind::Float(v) => format!("`{v}` is a number"),
+        Kind::Bool(v) => format!("`{v}` is a boolean"),
+        other => format!("found {}", other.type_name()),
+    };
     if expected == "a string" && matches!(node.kind, Kind::Int(_) | Kind::Float(_) | Kind::Bool(_))
     {
         message.push_str("; quote the value to keep it a string");
@@ -148,7 +177,7 @@ fn check(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>) {
             node.pos,
             path,
             "a value is required here",
-            describe(schema),
+            &expectation(schema),
         ));
         return;
     }
@@ -161,7 +190,7 @@ fn check(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>) {
                     check(item, item_schema, &format!("{path}[{i}]"), out);
                 }
             }
-            _ => out.push(type_problem(node, path, "a list")),
+            _ => out.push(type_problem(node, path, &expectation(schema))),
         },
         Some("string") => match &node.kind {
             Kind::Str(s) => {
@@ -190,11 +219,11 @@ fn check(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>) {
                         node.pos,
                         path,
                         format!("{i} is out of range"),
-                        "a 32-bit integer",
+                        &expectation(schema),
                     ));
                 }
             }
-            _ => out.push(type_problem(node, path, "an integer")),
+            _ => out.push(type_problem(node, path, &expectation(schema))),
         },
         Some("boolean") if !matches!(node.kind, Kind::Bool(_)) => {
             out.push(type_problem(node, path, "true or false"));
@@ -205,7 +234,7 @@ fn check(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>) {
 
 fn check_object(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>) {
     let Kind::Map(entries) = &node.kind else {
-        out.push(type_problem(node, path, "a mapping"));
+        out.push(type_problem(node, path, &expectation(schema)));
         return;
     };
     let join = |key: &str| {
@@ -225,7 +254,7 @@ fn check_object(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>)
                     out.push(Problem::new(
                         key.pos,
                         &join(&key.name),
-                        format!("unknown field `{}`", key.name),
+                        unknown_field(&key.name, &known),
                         &format!("one of {}", known.join(", ")),
                     ));
                 }
@@ -234,11 +263,12 @@ fn check_object(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>)
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for r in required.iter().filter_map(Value::as_str) {
                 if node.get(r).is_none() {
+                    let sub = props.get(r).unwrap_or(&Value::Null);
                     out.push(Problem::new(
                         node.pos,
                         &join(r),
-                        format!("missing required field `{r}`"),
-                        props.get(r).map(describe).unwrap_or("a value"),
+                        missing(r, sub),
+                        &expectation(sub),
                     ));
                 }
             }
@@ -250,10 +280,69 @@ fn check_object(node: &Node, schema: &Value, path: &str, out: &mut Vec<Problem>)
     }
 }
 
-/// The schema's own description, used as the "what would be valid" text.
-fn describe(schema: &Value) -> &str {
-    schema
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("a value")
+/// "missing required field `x`", with the field's own description as an aside (a
+/// doc comment reads as a sentence, not as an expectation).
+fn missing(name: &str, schema: &Value) -> String {
+    match schema.get("description").and_then(Value::as_str) {
+        Some(d) if !d.is_empty() => {
+            let d = d.trim_end_matches('.');
+            let mut chars = d.chars();
+            let aside: String = match chars.next() {
+                Some(c) => c.to_lowercase().chain(chars).collect(),
+                None => String::new(),
+            };
+            format!("missing required field `{name}` ({aside})")
+        }
+        _ => format!("missing required field `{name}`"),
+    }
+}
+
+/// What a value of `schema` looks like, from its type and bounds: the expectation text.
+fn expectation(schema: &Value) -> String {
+    // The CRD writes bounds as floats (1.0); they are whole numbers.
+    let int = |key: &str| schema.get(key).and_then(Value::as_f64).map(|v| v as i64);
+    match type_of(schema) {
+        Some("object") => {
+            let required: Vec<String> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .map(|k| format!("`{k}`"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if required.is_empty() {
+                "a mapping".to_owned()
+            } else {
+                format!("a mapping with {}", required.join(", "))
+            }
+        }
+        Some("array") => match (int("minItems"), int("maxItems")) {
+            (Some(a), Some(b)) => format!("a list of {a} to {b} items"),
+            _ => "a list".to_owned(),
+        },
+        Some("integer") => match (int("minimum"), int("maximum")) {
+            (Some(a), Some(b)) => format!("an integer from {a} to {b}"),
+            (Some(a), None) => format!("an integer of at least {a}"),
+            _ if schema.get("format").and_then(Value::as_str) == Some("int32") => {
+                "a 32-bit integer".to_owned()
+            }
+            _ => "an integer".to_owned(),
+        },
+        Some("boolean") => "true or false".to_owned(),
+        Some("string") => match schema.get("enum").and_then(Value::as_array) {
+            Some(values) => format!(
+                "one of {}",
+                values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => "a string".to_owned(),
+        },
+        _ => "a value".to_owned(),
+    }
 }

@@ -113,13 +113,14 @@ fn wrong_types_say_what_was_found() {
     let d = fails(
         &replace("members: 3", "members: three"),
         "spec.members",
-        "expected an integer, found a string",
+        "`three` is a string",
     );
+    assert_eq!(d.expected, "an integer from 1 to 100");
     assert_eq!((d.line, d.column), (10, 12));
     fails(
         &replace("members: 3", "members: 3.5"),
         "spec.members",
-        "found a number",
+        "`3.5` is a number",
     );
     fails(
         &with("  maintenance: {restartToken: 2026}\n"),

@@ -178,6 +178,119 @@ fn convert(y: &MarkedYaml<'_>) -> Result<Node, SyntaxError> {
     Ok(Node { pos, kind })
 }
 
+/// A key written twice in one mapping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DuplicateKey {
+    /// The key.
+    pub name: String,
+    /// Path of the mapping's field, e.g. `spec.storage.bucket`.
+    pub path: String,
+    /// Where it first appears.
+    pub first: Pos,
+    /// Where it appears again.
+    pub second: Pos,
+}
+
+/// Finds the first duplicate key in `text`, walking the parser's events (the tree loader
+/// only says that a key is duplicated, not which one nor where it was first).
+pub fn find_duplicate_key(text: &str) -> Option<DuplicateKey> {
+    use saphyr_parser::{Event, Parser};
+    use std::collections::BTreeMap;
+
+    enum Frame {
+        Map {
+            keys: BTreeMap<String, Pos>,
+            /// The next node is a key (not a value).
+            at_key: bool,
+            /// The key whose value is being read.
+            current: Option<String>,
+        },
+        Seq(usize),
+    }
+    let path_of = |stack: &[Frame], leaf: &str| -> String {
+        let mut path = String::new();
+        for f in stack {
+            match f {
+                Frame::Map {
+                    current: Some(k), ..
+                } => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(k);
+                }
+                Frame::Seq(i) => path.push_str(&format!("[{}]", i.saturating_sub(1))),
+                Frame::Map { .. } => {}
+            }
+        }
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(leaf);
+        path
+    };
+    let mut stack: Vec<Frame> = Vec::new();
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.ok()?;
+        let pos = pos_of(&span.start);
+        // A node starts: if the enclosing mapping expects a key, this is a key.
+        let starts_node = matches!(
+            event,
+            Event::Scalar(..)
+                | Event::MappingStart(..)
+                | Event::SequenceStart(..)
+                | Event::Alias(_)
+        );
+        if starts_node {
+            let len = stack.len();
+            match stack.last_mut() {
+                Some(Frame::Map {
+                    keys,
+                    at_key,
+                    current,
+                }) => {
+                    if *at_key {
+                        if let Event::Scalar(ref name, ..) = event {
+                            let name = name.to_string();
+                            if let Some(&first) = keys.get(&name) {
+                                let leaf = name.clone();
+                                let frames = &stack[..len - 1];
+                                return Some(DuplicateKey {
+                                    path: path_of(frames, &leaf),
+                                    name,
+                                    first,
+                                    second: pos,
+                                });
+                            }
+                            keys.insert(name.clone(), pos);
+                            *current = Some(name);
+                        } else {
+                            *current = None;
+                        }
+                    }
+                    *at_key = !*at_key;
+                }
+                Some(Frame::Seq(i)) => *i += 1,
+                None => {}
+            }
+        }
+        match event {
+            Event::MappingStart(..) => stack.push(Frame::Map {
+                keys: BTreeMap::new(),
+                at_key: true,
+                current: None,
+            }),
+            Event::SequenceStart(..) => stack.push(Frame::Seq(0)),
+            Event::MappingEnd | Event::SequenceEnd => {
+                stack.pop();
+            }
+            // A key that is itself a collection: its events are skipped by the stack.
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +311,21 @@ mod tests {
             }
             other => panic!("expected a list, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn duplicate_keys_are_named_with_their_first_place() {
+        let d = find_duplicate_key("a: 1\nb:\n  c: [1, {x: 1}]\n  c: 2\n");
+        assert_eq!(
+            d,
+            Some(DuplicateKey {
+                name: "c".into(),
+                path: "b.c".into(),
+                first: Pos { line: 3, column: 3 },
+                second: Pos { line: 4, column: 3 },
+            })
+        );
+        assert_eq!(find_duplicate_key("a: 1\nb: {a: 1}\n"), None);
     }
 
     #[test]
