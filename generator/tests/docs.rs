@@ -180,6 +180,9 @@ fn bin_dir(tmp: &Path) -> PathBuf {
     let dir = tmp.join("bin");
     fs::create_dir_all(&dir).expect("bin dir");
     let exe = Path::new(env!("CARGO_BIN_EXE_celld-gen"));
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(exe, dir.join("celld-gen")).expect("link celld-gen");
+    #[cfg(not(unix))]
     fs::copy(exe, dir.join("celld-gen")).expect("copy celld-gen");
     for tool in CLUSTER_TOOLS {
         let stub = dir.join(tool);
@@ -267,6 +270,11 @@ fn run_script(script: &str, work: &Path, bin: &Path, home: &Path, log: &Path) ->
 /// `no-run` blocks.
 fn run_file(rel: &Path) -> (Vec<String>, usize) {
     let text = fs::read_to_string(root().join(rel)).expect("read guide file");
+    run_markdown(rel, &text)
+}
+
+/// Runs every script of one Markdown text (`rel` names it in failures).
+fn run_markdown(rel: &Path, text: &str) -> (Vec<String>, usize) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let work = tmp.path().join("work");
     let home = tmp.path().join("home");
@@ -274,7 +282,7 @@ fn run_file(rel: &Path) -> (Vec<String>, usize) {
     copy_dir(&root().join("examples"), &work.join("examples"));
     let bin = bin_dir(tmp.path());
     let log = tmp.path().join("output.log");
-    let all = blocks(&text);
+    let all = blocks(text);
     let mut failures = Vec::new();
     let mut no_run = 0;
     for (i, b) in all.iter().enumerate() {
@@ -660,4 +668,35 @@ fn matcher_wildcards() {
     assert_eq!(b.len(), 2);
     assert_eq!(b[0].attr("exit"), Some("1"));
     assert!(b[1].adjacent);
+}
+
+/// The harness itself: a failing command, a wrong output, an unmarked cluster command
+/// and a bad `file=` path are each reported; `exit=`, `file=` and `no-run` work.
+#[test]
+fn harness_reports_what_it_should() {
+    let page = Path::new("page.md");
+    let fails = |md: &str| run_markdown(page, md).0;
+    assert_eq!(fails("```sh\nfalse\necho never\n```\n").len(), 1);
+    assert_eq!(fails("```sh\necho hi\n```\n\n```text\nho\n```\n").len(), 1);
+    let kubectl = fails("```sh\nkubectl get pods\n```\n");
+    assert!(
+        kubectl.len() == 1 && kubectl[0].contains("needs a cluster"),
+        "{kubectl:?}"
+    );
+    assert_eq!(fails("```yaml file=../x.yaml\na: 1\n```\n").len(), 1);
+    assert_eq!(fails("```sh exit=1\nfalse\n```\n").len(), 0);
+    // A text block after prose is not an expected output.
+    assert_eq!(
+        fails("```sh\necho hi\n```\nprose\n```text\nho\n```\n").len(),
+        0
+    );
+    let ok = "```yaml file=a/b.yaml\nk: v\n```\n```console\n$ cat a/b.yaml\n```\n\n```text\nk: v\n```\n```sh no-run\nkubectl apply -f a/\n```\n";
+    let (f, no_run) = run_markdown(page, ok);
+    assert!(f.is_empty(), "{f:?}");
+    assert_eq!(no_run, 1);
+    let ids = string_literals(
+        r#"let a = "One"; // "NotThis"
+    let c = '"'; let b = "Two \"quoted\" end";"#,
+    );
+    assert_eq!(ids, ["One", "Two \"quoted\" end"]);
 }
