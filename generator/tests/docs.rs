@@ -20,8 +20,9 @@
 //!   (```` ```yaml file=fleets/ledger.yaml ````) is written to PATH in the temporary
 //!   directory before the next script runs: how the guide shows an edit to a fleet file.
 //! - `no-run` on the fence line skips a script. Only for commands that need a cluster or
-//!   would run this test suite itself; there may be at most [`MAX_NO_RUN`] of them, so
-//!   the set stays small and every one is a decision.
+//!   would run this test suite itself; the line right above the fence must say why, as
+//!   `<!-- no-run: REASON -->` (invisible once rendered). There may be at most
+//!   [`MAX_NO_RUN`] of them, so the set stays small and every one is a decision.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -70,6 +71,8 @@ struct Block {
     body: String,
     /// Only blank lines since the previous block closed.
     adjacent: bool,
+    /// The reason of a `<!-- no-run: REASON -->` line right above the fence.
+    no_run_reason: Option<String>,
 }
 
 impl Block {
@@ -93,14 +96,22 @@ fn blocks(text: &str) -> Vec<Block> {
     let mut lines = text.lines().enumerate();
     let mut blank_since_close = false;
     let mut any_closed = false;
+    let mut previous = "";
     while let Some((i, line)) = lines.next() {
         let trimmed = line.trim_start();
         let Some(info) = trimmed.strip_prefix("```") else {
             if !line.trim().is_empty() {
                 blank_since_close = false;
             }
+            previous = line;
             continue;
         };
+        let no_run_reason = previous
+            .trim()
+            .strip_prefix("<!-- no-run:")
+            .and_then(|r| r.strip_suffix("-->"))
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty());
         let indent = line.len() - trimmed.len();
         let mut words = info.split_whitespace();
         let lang = words.next().unwrap_or("").to_string();
@@ -124,9 +135,11 @@ fn blocks(text: &str) -> Vec<Block> {
             attrs,
             body,
             adjacent: any_closed && blank_since_close,
+            no_run_reason,
         });
         any_closed = true;
         blank_since_close = true;
+        previous = "";
     }
     out
 }
@@ -304,6 +317,11 @@ fn run_markdown(rel: &Path, text: &str) -> (Vec<String>, usize) {
         }
         if b.flag("no-run") {
             no_run += 1;
+            if b.no_run_reason.is_none() {
+                failures.push(format!(
+                    "{at}: a `no-run` block needs a `<!-- no-run: why -->` line right above it"
+                ));
+            }
             continue;
         }
         let script: String = if b.lang == "console" {
@@ -690,10 +708,11 @@ fn harness_reports_what_it_should() {
         fails("```sh\necho hi\n```\nprose\n```text\nho\n```\n").len(),
         0
     );
-    let ok = "```yaml file=a/b.yaml\nk: v\n```\n```console\n$ cat a/b.yaml\n```\n\n```text\nk: v\n```\n```sh no-run\nkubectl apply -f a/\n```\n";
+    let ok = "```yaml file=a/b.yaml\nk: v\n```\n```console\n$ cat a/b.yaml\n```\n\n```text\nk: v\n```\n<!-- no-run: needs a cluster -->\n```sh no-run\nkubectl apply -f a/\n```\n";
     let (f, no_run) = run_markdown(page, ok);
     assert!(f.is_empty(), "{f:?}");
     assert_eq!(no_run, 1);
+    assert_eq!(fails("```sh no-run\nkubectl get pods\n```\n").len(), 1);
     let ids = string_literals(
         r#"let a = "One"; // "NotThis"
     let c = '"'; let b = "Two \"quoted\" end";"#,
