@@ -250,7 +250,12 @@ fn run_script(script: &str, work: &Path, bin: &Path, home: &Path, log: &Path) ->
         .env("KUBECONFIG", home.join("no-kubeconfig"))
         .env("NO_COLOR", "1")
         .env_remove("CLICOLOR_FORCE")
+        // One locale (`sort`, `find`) and a quiet, predictable git, whatever the machine.
+        .env("LC_ALL", "C")
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "init.defaultBranch")
+        .env("GIT_CONFIG_VALUE_0", "main")
         .env("GIT_AUTHOR_NAME", "Docs Test")
         .env("GIT_AUTHOR_EMAIL", "docs@example.com")
         .env("GIT_COMMITTER_NAME", "Docs Test")
