@@ -31,9 +31,9 @@ mod model;
 #[cfg(test)]
 mod tests;
 
-#[cfg(test)]
-pub use model::run_seed_unconfirmed;
 pub use model::{Outcome, run_seed};
+#[cfg(test)]
+pub use model::{run_seed_unconfirmed, run_seed_without_preconditions};
 
 use crate::time::Span;
 

@@ -176,6 +176,8 @@ pub struct Outcome {
     pub faults: usize,
     /// Longest time from a fault's end to convergence (ms).
     pub slowest_convergence: i64,
+    /// Late writes of a deposed replica that reached the API server.
+    pub late_writes: usize,
 }
 
 struct Sim {
@@ -236,6 +238,16 @@ struct Sim {
     unprotect_at: Option<i64>,
     /// No convergence promise (two faults at once, or a conflicted fleet).
     safety_only: bool,
+    /// A second healer replica that lost the lease while a write was on the wire: some
+    /// of the leader's confirmed writes are sent again by it, and land later (after the
+    /// new leader has moved on) carrying the preconditions of their decision.
+    deposed: bool,
+    /// The deposed replica's writes still on the wire: (when it lands, the write).
+    in_flight: Vec<(i64, Action)>,
+    /// A late write is being applied (one request: no retry, no crash, no later step).
+    replaying: bool,
+    /// Test only: late writes land whatever their preconditions (the mutation check).
+    ignore_preconditions: bool,
 }
 
 /// An object of another fleet that shares the identity, or a claim at a huge ordinal.
@@ -390,6 +402,10 @@ impl Sim {
             conflict_on_commit: false,
             unprotect_at: None,
             safety_only: false,
+            deposed: false,
+            in_flight: Vec::new(),
+            replaying: false,
+            ignore_preconditions: false,
         };
         sim.fleet.finalizer = !sim.rng.chance(10);
         sim.faults_left = sim.rng.range(2, 4) as u32;
@@ -401,6 +417,7 @@ impl Sim {
         if sim.rng.chance(30) {
             sim.decoys = decoys();
         }
+        sim.deposed = sim.rng.chance(25);
         sim.next_fault_at = START + sim.rng.range(10, 30) * 60_000;
         // A settled fleet: members ready for an hour on disks older than their Pods.
         let uid = sim.uid();
@@ -1367,6 +1384,32 @@ impl Sim {
         }
     }
 
+    /// The deposed replica's late writes that land now. Each must be aimed only at this
+    /// fleet's objects; a destructive one must also be allowed and justified by the state
+    /// it lands on, unless its preconditions refuse it. (A late handoff step 1 only marks
+    /// the Pod: the leader must then abort it, or carry it on where that is justified,
+    /// and those writes are checked as the leader's.)
+    fn land_late_writes(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        self.in_flight = later;
+        for (_, a) in due {
+            self.log(|| format!("deposed replica's late write lands: {a:?}"));
+            self.out.late_writes += 1;
+            self.check_targets(&a)?;
+            if a.is_destructive() && !matches!(a, Action::StartHandoff(_)) {
+                self.check_allowed(&a)?;
+            }
+            self.replaying = true;
+            let r = self.act(&a);
+            self.replaying = false;
+            r?;
+        }
+        Ok(())
+    }
+
     fn reconcile(&mut self) -> Result<(), Violation> {
         self.out.reconciles += 1;
         let mut truth = self.snapshot();
@@ -1400,6 +1443,15 @@ impl Sim {
                     return Ok(());
                 }
             }
+        }
+        // The deposed replica made the same decision from the same facts; its request
+        // is delayed on the wire and lands after the new leader's later writes.
+        if self.deposed
+            && let Some(a) = &action
+            && self.rng.chance(15)
+        {
+            let at = self.now + self.rng.range(200, 20_000);
+            self.in_flight.push((at, a.clone()));
         }
         // (At most one write per reconcile holds by construction: a plan has one action.)
         let mut ok = true;
@@ -1435,6 +1487,12 @@ impl Sim {
     fn act(&mut self, a: &Action) -> Result<bool, Violation> {
         macro_rules! fate {
             ($apply:expr) => {{
+                if self.replaying {
+                    // A late write is one request that arrives; its sender is gone.
+                    $apply;
+                    self.kick();
+                    return Ok(true);
+                }
                 match self.api_fault() {
                     Ok(()) => {
                         $apply;
@@ -1465,11 +1523,13 @@ impl Sim {
             s.log(|| format!("precondition failed: {what}"));
             Ok(false)
         };
+        // Whether a precondition holds (the mutation check waives it for late writes).
+        let holds = |s: &Sim, ok: bool| ok || (s.replaying && s.ignore_preconditions);
         match a {
             Action::AddFleetFinalizer {
                 resource_version, ..
             } => {
-                if *resource_version != self.fleet.rv.to_string() {
+                if !holds(self, *resource_version == self.fleet.rv.to_string()) {
                     return conflict(self, "fleet rv");
                 }
                 fate!({
@@ -1480,7 +1540,7 @@ impl Sim {
             Action::RemoveFleetFinalizer {
                 resource_version, ..
             } => {
-                if *resource_version != self.fleet.rv.to_string() {
+                if !holds(self, *resource_version == self.fleet.rv.to_string()) {
                     return conflict(self, "fleet rv");
                 }
                 fate!({
@@ -1500,7 +1560,8 @@ impl Sim {
                 let Some(sts) = &self.sts else {
                     return conflict(self, "no statefulset");
                 };
-                if *uid != sts.uid.to_string() || *resource_version != sts.rv.to_string() {
+                let same = *uid == sts.uid.to_string() && *resource_version == sts.rv.to_string();
+                if !holds(self, same) {
                     return conflict(self, "statefulset uid/rv");
                 }
                 self.check_replicas(*from, *replicas)?;
@@ -1531,7 +1592,7 @@ impl Sim {
                 let Some(i) = self.pods.iter().position(|p| p.uid.to_string() == *uid) else {
                     return conflict(self, "pod gone");
                 };
-                if self.pods[i].rv.to_string() != *resource_version {
+                if !holds(self, self.pods[i].rv.to_string() == *resource_version) {
                     return conflict(self, "pod rv");
                 }
                 let ord = self.pods[i].ord;
@@ -1553,16 +1614,29 @@ impl Sim {
                 else {
                     return conflict(self, "pod gone");
                 };
-                if self.pods[i].rv.to_string() != h.pod_resource_version {
+                if !holds(self, self.pods[i].rv.to_string() == h.pod_resource_version) {
                     return conflict(self, "pod rv");
+                }
+                let ord = self.pods[i].ord;
+                let rec = h.record.clone();
+                if self.replaying {
+                    // A late step 1 marks the Pod with an uncommitted record and nothing
+                    // more (the deposed replica sends no step 2): harmless by itself, and
+                    // the leader must abort it or carry it on only where it is justified.
+                    fate!({
+                        let rv = self.rv();
+                        let p = &mut self.pods[i];
+                        p.fin = true;
+                        p.index = true;
+                        p.record = Some(rec.clone());
+                        p.rv = rv;
+                    });
                 }
                 // The decision was confirmed on the fresh state, now: it must be justified
                 // by that state (the runtime's fresh read precedes step 1 by moments).
-                let ord = self.pods[i].ord;
                 self.check_fresh_disk_justified(ord)?;
                 self.check_zone_safety(ord, "committing a handoff")?;
                 // 1. prepare
-                let rec = h.record.clone();
                 fate!({
                     let rv = self.rv();
                     let p = &mut self.pods[i];
@@ -1624,7 +1698,7 @@ impl Sim {
                 let Some(ci) = self.claims.iter().position(|c| c.uid.to_string() == *uid) else {
                     return conflict(self, "claim gone");
                 };
-                if self.claims[ci].rv.to_string() != *resource_version {
+                if !holds(self, self.claims[ci].rv.to_string() == *resource_version) {
                     return conflict(self, "claim rv");
                 }
                 self.check_claim_delete(ci, purpose)?;
@@ -1646,7 +1720,7 @@ impl Sim {
                 let Some(i) = self.pods.iter().position(|p| p.uid.to_string() == *uid) else {
                     return conflict(self, "pod gone");
                 };
-                if self.pods[i].rv.to_string() != *resource_version {
+                if !holds(self, self.pods[i].rv.to_string() == *resource_version) {
                     return conflict(self, "pod rv");
                 }
                 fate!({
@@ -1666,7 +1740,8 @@ impl Sim {
                 let Some(sts) = &self.sts else {
                     return conflict(self, "no statefulset");
                 };
-                if *uid != sts.uid.to_string() || *resource_version != sts.rv.to_string() {
+                let same = *uid == sts.uid.to_string() && *resource_version == sts.rv.to_string();
+                if !holds(self, same) {
                     return conflict(self, "statefulset uid/rv");
                 }
                 fate!(self.sts.as_mut().unwrap().deleting = true);
@@ -1678,8 +1753,8 @@ impl Sim {
 
     // ---------------------------------------------------------------- invariants
 
-    /// Writes a fleet may never make in its current state, and objects never its own.
-    fn check_allowed(&self, a: &Action) -> Result<(), Violation> {
+    /// Objects that are never this fleet's: no write may aim at one.
+    fn check_targets(&self, a: &Action) -> Result<(), Violation> {
         let targets: Vec<&str> = match a {
             Action::ForceDeletePod { uid, .. }
             | Action::DeletePod { uid, .. }
@@ -1694,6 +1769,12 @@ impl Sim {
                 "{a:?} aimed at an object that is not this fleet's: {d:?}"
             )));
         }
+        Ok(())
+    }
+
+    /// Writes a fleet may never make in its current state, and objects never its own.
+    fn check_allowed(&self, a: &Action) -> Result<(), Violation> {
+        self.check_targets(a)?;
         let abort = matches!(a, Action::AbortHandoff { .. });
         if self.conflicted
             && !abort
@@ -1943,6 +2024,9 @@ impl Sim {
         for &(x, _) in &self.relost {
             m(x);
         }
+        for (x, _) in &self.in_flight {
+            m(*x);
+        }
         for x in [
             self.unpause_at,
             self.undrift_at,
@@ -1973,6 +2057,7 @@ impl Sim {
             }
             self.schedule();
             self.kubelets();
+            self.land_late_writes()?;
             if self.heal_at.is_some_and(|t| t <= self.now) {
                 self.heal_at = None;
                 self.reconcile()?;
@@ -2079,6 +2164,16 @@ pub fn run_seed(seed: u64) -> Result<Outcome, (Violation, Vec<String>)> {
             Err((v, again.trace.unwrap_or_default()))
         }
     }
+}
+
+/// The mutation check of the late writes' preconditions: runs one seed in which a
+/// deposed replica's late writes land whatever their uid and resourceVersion
+/// preconditions say. Returns the violation, if any.
+#[cfg(test)]
+pub fn run_seed_without_preconditions(seed: u64) -> Option<Violation> {
+    let mut sim = Sim::new(seed, false);
+    sim.ignore_preconditions = true;
+    sim.run().err()
 }
 
 /// The mutation check of the fresh-read confirmation: runs one seed with the healer
