@@ -1,30 +1,42 @@
 //! `celld-gen check`.
 
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::{FAILED, OK, count, load_and_render, plural};
+use super::{FAILED, HealerNamespaceArg, OK, count, load_and_render, plural, print};
 use crate::diagnostic::Diagnostic;
 
 const EXAMPLES: &str = "\
 Examples:
   celld-gen check fleets/alpha.yaml
   celld-gen check fleets/                 # every fleet file below fleets/
-  celld-gen check fleets/ --format json   # for tools: {\"valid\": ..., \"diagnostics\": [...]}";
+  celld-gen check - < fleets/alpha.yaml   # `-`: one fleet file from standard input
+  celld-gen check fleets/ --format json   # for tools: {\"valid\": ..., \"diagnostics\": [...]}
+  celld-gen check fleets/ --format github # in a GitHub Actions step: annotations on the PR
+  celld-gen check fleets/ --format junit > check.xml   # a test report for CI
+
+--format github prints one `::error file=F,line=L,col=C,title=FIELD::MESSAGE` line per
+problem on stdout; GitHub resolves F against the repository root, so run check from
+there with relative paths. --format junit prints JUnit XML with one testcase per fleet
+file, failed with every problem of that file.";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct CheckArgs {
-    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml);
+    /// `-` reads one fleet file from standard input (shown as `<stdin>` in messages).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// Output format: `text` (one line per problem) or `json` (one document on
-    /// stdout).
+    /// Output format: `text` (one line per problem), `json` (one document on stdout),
+    /// `github` (GitHub Actions annotations) or `junit` (JUnit XML).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    #[command(flatten)]
+    pub healer: HealerNamespaceArg,
 }
 
 /// Output format of `check`.
@@ -34,6 +46,10 @@ pub enum Format {
     Text,
     /// One JSON document.
     Json,
+    /// GitHub Actions workflow commands (`::error file=...::...`), one per problem.
+    Github,
+    /// JUnit XML: one testcase per fleet file.
+    Junit,
 }
 
 #[derive(Serialize)]
@@ -44,34 +60,194 @@ struct JsonReport<'a> {
 }
 
 pub fn run(args: CheckArgs) -> u8 {
-    let result = load_and_render(&args.paths);
-    match args.format {
+    let options = match args.healer.options() {
+        Ok(o) => o,
+        Err(e) => return super::usage_error(&e, FAILED),
+    };
+    let result = load_and_render(&args.paths, &options);
+    let diags: &[Diagnostic] = match &result {
+        Ok(_) => &[],
+        Err(d) => d,
+    };
+    let fleets = result.as_ref().map_or(0, |(n, _)| *n);
+    let stdout = match args.format {
         Format::Json => {
-            let (valid, fleets, diags) = match &result {
-                Ok((n, _)) => (true, *n, &[][..]),
-                Err(d) => (false, 0, &d[..]),
-            };
             let json = serde_json::to_string_pretty(&JsonReport {
-                valid,
+                valid: result.is_ok(),
                 fleets,
                 diagnostics: diags,
             })
             .expect("diagnostics serialize");
-            let _ = writeln!(std::io::stdout().lock(), "{json}");
+            format!("{json}\n")
         }
-        Format::Text => match &result {
-            Ok((n, _)) => {
-                let _ = writeln!(anstream::stderr().lock(), "{} valid", plural(*n, "fleet"));
-            }
-            Err(d) => {
-                let mut out = std::io::stdout().lock();
-                for diag in d {
-                    let _ = writeln!(out, "{diag}");
-                }
-                let _ = out.flush();
-                count(d, "fix them and check again");
-            }
-        },
+        Format::Text => diags.iter().map(|d| format!("{d}\n")).collect(),
+        Format::Github => diags.iter().map(github_annotation).collect(),
+        Format::Junit => junit(&crate::validate::fleet_files(&args.paths), diags),
+    };
+    // A reader that went away has what it wanted; the status still says valid or not.
+    if let Err(e) = print(stdout.as_bytes()) {
+        let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
+    }
+    if args.format != Format::Json {
+        if diags.is_empty() {
+            let _ = writeln!(
+                anstream::stderr().lock(),
+                "{} valid",
+                plural(fleets, "fleet")
+            );
+        } else {
+            count(diags, "fix them and check again");
+        }
     }
     if result.is_ok() { OK } else { FAILED }
+}
+
+/// Escapes the message part of a workflow command (GitHub's `escapeData`).
+fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a property value of a workflow command (GitHub's `escapeProperty`).
+fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `::error file=F,line=L,col=C,title=FIELD::MESSAGE (expected ...)`; no `file` for
+/// standard input or a problem of no file, no `line`/`col` for a whole-file problem.
+fn github_annotation(d: &Diagnostic) -> String {
+    let mut props = Vec::new();
+    let file = d.file.to_string_lossy();
+    if !file.is_empty() && !crate::validate::is_stdin_name(&d.file) {
+        props.push(format!("file={}", escape_property(&file)));
+        if d.line > 0 {
+            props.push(format!("line={}", d.line));
+            if d.column > 0 {
+                props.push(format!("col={}", d.column));
+            }
+        }
+    }
+    let title = if d.field.is_empty() {
+        "celld-gen check".to_owned()
+    } else {
+        format!("celld-gen check: {}", d.field)
+    };
+    props.push(format!("title={}", escape_property(&title)));
+    let mut message = d.message.clone();
+    if !d.expected.is_empty() {
+        message.push_str(&format!(" (expected {})", d.expected));
+    }
+    // A message for stdin or no file still says where, in its text.
+    if props.first().is_none_or(|p| !p.starts_with("file=")) && !file.is_empty() {
+        message = format!("{file}:{}:{}: {message}", d.line, d.column);
+    }
+    format!("::error {}::{}\n", props.join(","), escape_data(&message))
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 has no way to write most control characters; show them instead.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one testcase per fleet file (the valid ones and every file with a problem),
+/// sorted by path; a file's problems are its one failure. No timestamps or durations, so
+/// the report is byte-stable.
+fn junit(fleet_files: &[PathBuf], diags: &[Diagnostic]) -> String {
+    let mut cases: BTreeMap<&Path, Vec<&Diagnostic>> = BTreeMap::new();
+    for f in fleet_files {
+        cases.entry(f.as_path()).or_default();
+    }
+    for d in diags {
+        cases.entry(d.file.as_path()).or_default().push(d);
+    }
+    let failures = cases.values().filter(|v| !v.is_empty()).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"celld-gen check\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n",
+        cases.len()
+    ));
+    out.push_str(&format!(
+        "  <testsuite name=\"celld-gen check\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n",
+        cases.len()
+    ));
+    for (file, problems) in &cases {
+        let name = if file.as_os_str().is_empty() {
+            "(all fleets)".to_owned()
+        } else {
+            file.display().to_string()
+        };
+        let name = xml_escape(&name);
+        let open =
+            format!("    <testcase classname=\"celld-gen.check\" name=\"{name}\" file=\"{name}\"");
+        if problems.is_empty() {
+            out.push_str(&open);
+            out.push_str("/>\n");
+            continue;
+        }
+        out.push_str(&open);
+        out.push_str(">\n");
+        let body: String = problems.iter().map(|d| format!("{d}\n")).collect();
+        out.push_str(&format!(
+            "      <failure type=\"invalid\" message=\"{}\">{}</failure>\n",
+            xml_escape(&plural(problems.len(), "problem")),
+            xml_escape(&body)
+        ));
+        out.push_str("    </testcase>\n");
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diag(file: &str, line: usize, message: &str) -> Diagnostic {
+        Diagnostic {
+            file: file.into(),
+            line,
+            column: 3,
+            field: "spec.members".into(),
+            message: message.into(),
+            expected: "1..100".into(),
+        }
+    }
+
+    #[test]
+    fn annotations_escape_what_github_reads_as_syntax() {
+        let a = github_annotation(&diag("f,1:x.yaml", 4, "50% off\nnext"));
+        assert_eq!(
+            a,
+            "::error file=f%2C1%3Ax.yaml,line=4,col=3,title=celld-gen check%3A spec.members::50%25 off%0Anext (expected 1..100)\n"
+        );
+        // Whole-file problems have no line or column.
+        let a = github_annotation(&diag("f.yaml", 0, "m"));
+        assert!(a.starts_with("::error file=f.yaml,title="), "{a}");
+    }
+
+    #[test]
+    fn junit_has_one_case_per_file_and_escapes() {
+        let files = vec![PathBuf::from("a.yaml"), PathBuf::from("b.yaml")];
+        let x = junit(&files, &[diag("b.yaml", 2, "<bad> & \"worse\"")]);
+        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(
+            x.contains("<testcase classname=\"celld-gen.check\" name=\"a.yaml\" file=\"a.yaml\"/>")
+        );
+        assert!(x.contains("&lt;bad&gt; &amp; &quot;worse&quot;"), "{x}");
+    }
 }

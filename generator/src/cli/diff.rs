@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anstream::ColorChoice;
 use clap::{Args, ValueEnum};
 
-use super::{FAILED, OK, TROUBLE, load_and_render, plural, report};
+use super::{FAILED, HealerNamespaceArg, OK, TROUBLE, load_and_render, plural, report};
 use crate::output::diff::{changes, summary, write_unified};
 
 const EXAMPLES: &str = "\
@@ -33,6 +33,8 @@ pub struct DiffArgs {
     /// Print only `added|removed|changed <path>` lines.
     #[arg(long)]
     pub name_only: bool,
+    #[command(flatten)]
+    pub healer: HealerNamespaceArg,
 }
 
 /// When to color output.
@@ -52,7 +54,11 @@ pub fn run(args: DiffArgs) -> u8 {
         Color::Always => ColorChoice::Always.write_global(),
         Color::Never => ColorChoice::Never.write_global(),
     }
-    let bundle = match load_and_render(&args.paths) {
+    let options = match args.healer.options() {
+        Ok(o) => o,
+        Err(e) => return super::usage_error(&e, TROUBLE),
+    };
+    let bundle = match load_and_render(&args.paths, &options) {
         Ok((_, b)) => b,
         Err(d) => {
             report(&d, "nothing to compare");
@@ -80,7 +86,9 @@ pub fn run(args: DiffArgs) -> u8 {
     } else {
         write_unified(&changes, &mut out)
     };
-    if let Err(e) = written.and_then(|_| out.flush()) {
+    if let Err(e) = written.and_then(|_| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
         let _ = writeln!(anstream::stderr(), "error: writing the diff: {e}");
         return TROUBLE;
     }

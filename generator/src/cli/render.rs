@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{FAILED, OK, load_and_render, plural, report};
+use super::{FAILED, HealerNamespaceArg, OK, Printed, load_and_render, plural, print, report};
 use crate::output;
 
 const EXAMPLES: &str = "\
@@ -14,6 +14,8 @@ Examples:
   celld-gen render fleets/ -o deploy/
   celld-gen render fleets/alpha.yaml fleets/beta.yaml -o deploy/
   celld-gen render fleets/ --stdout | kubectl apply --server-side -f -
+  celld-gen render - --stdout < fleets/alpha.yaml   # `-`: one fleet file from stdin
+  celld-gen render fleets/ -o deploy/ --healer-namespace ops   # after install --namespace ops
 
 Output layout (-o DIR):
   DIR/kustomization.yaml                      every fleet folder, sorted
@@ -26,7 +28,8 @@ Output layout (-o DIR):
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct RenderArgs {
-    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml);
+    /// `-` reads one fleet file from standard input (shown as `<stdin>` in messages).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Output directory (replaced as a whole).
@@ -42,11 +45,17 @@ pub struct RenderArgs {
     /// (no kustomization files): what an Argo CD config-management plugin prints.
     #[arg(long)]
     pub stdout: bool,
+    #[command(flatten)]
+    pub healer: HealerNamespaceArg,
 }
 
 pub fn run(args: RenderArgs) -> u8 {
     let start = Instant::now();
-    let (fleets, bundle) = match load_and_render(&args.paths) {
+    let options = match args.healer.options() {
+        Ok(o) => o,
+        Err(e) => return super::usage_error(&e, FAILED),
+    };
+    let (fleets, bundle) = match load_and_render(&args.paths, &options) {
         Ok(r) => r,
         Err(d) => {
             report(&d, "nothing was written");
@@ -54,17 +63,14 @@ pub fn run(args: RenderArgs) -> u8 {
         }
     };
     let target = match &args.output {
-        None => {
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = out
-                .write_all(bundle.stream().as_bytes())
-                .and_then(|_| out.flush())
-            {
+        None => match print(bundle.stream().as_bytes()) {
+            Ok(Printed::All) => "standard output".to_owned(),
+            Ok(Printed::ReaderGone) => return OK,
+            Err(e) => {
                 let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
                 return FAILED;
             }
-            "standard output".to_owned()
-        }
+        },
         Some(dir) => match output::write_tree(dir, &bundle) {
             Ok(output::WriteOutcome::Replaced) => format!("{}", dir.display()),
             Ok(output::WriteOutcome::Unchanged) => {

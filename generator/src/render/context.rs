@@ -21,7 +21,6 @@ pub struct Keys {
     managed_by_value: &'static str,
     healer_name_label: &'static str,
     healer_name: &'static str,
-    healer_namespace: &'static str,
     argocd_sync_options: &'static str,
     argocd_sync_wave: &'static str,
     flux_prune: &'static str,
@@ -38,7 +37,6 @@ const KEYS: Keys = Keys {
     managed_by_value: labels::MANAGED_BY_VALUE,
     healer_name_label: labels::HEALER_NAME_LABEL,
     healer_name: labels::HEALER_NAME,
-    healer_namespace: labels::HEALER_NAMESPACE,
     argocd_sync_options: labels::ARGOCD_SYNC_OPTIONS,
     argocd_sync_wave: ARGOCD_SYNC_WAVE,
     flux_prune: labels::FLUX_PRUNE,
@@ -106,6 +104,8 @@ pub struct FleetContext {
     spec: serde_json::Value,
     workload: Workload,
     reservation: Reservation,
+    /// Namespace of the healer Pods the NetworkPolicy admits to the peer port.
+    healer_namespace: String,
     /// Extra egress destinations after the fixed rules, in order.
     egress: Vec<EgressRule>,
     routing: Option<RoutingContext>,
@@ -249,8 +249,16 @@ pub struct ContextError {
 }
 
 impl FleetContext {
-    /// Computes the template context of a validated fleet.
+    /// Computes the template context of a validated fleet, with default options.
     pub fn new(fleet: &CelldFleet) -> Result<FleetContext, ContextError> {
+        Self::with_options(fleet, &crate::render::RenderOptions::default())
+    }
+
+    /// Computes the template context of a validated fleet.
+    pub fn with_options(
+        fleet: &CelldFleet,
+        options: &crate::render::RenderOptions,
+    ) -> Result<FleetContext, ContextError> {
         let spec = &fleet.spec;
         let name = fleet.metadata.name.clone().unwrap_or_default();
         let namespace = fleet.metadata.namespace.clone().unwrap_or_default();
@@ -357,6 +365,7 @@ impl FleetContext {
                 env: env(fleet, &name, &namespace),
             },
             reservation,
+            healer_namespace: options.healer_namespace.clone(),
             egress,
             routing,
             name,

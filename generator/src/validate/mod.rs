@@ -175,7 +175,12 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, Vec<Diagnostic>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for p in paths {
-        if p.is_dir() {
+        if p.as_os_str() == STDIN_ARG {
+            // Standard input can be read once: naming it twice adds nothing.
+            if !out.iter().any(|(o, _)| o == p) {
+                out.push((p.clone(), true));
+            }
+        } else if p.is_dir() {
             walk(p, &mut out, &mut errors);
         } else if p.exists() {
             out.push((p.clone(), true));
@@ -230,7 +235,8 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>
     let mut parsed = Vec::new();
     let mut errors = Vec::new();
     for (path, explicit) in files {
-        let text = match std::fs::read_to_string(&path) {
+        let (path, text) = (display_path(&path), read_input(&path));
+        let text = match text {
             Ok(t) => t,
             Err(e) => {
                 errors.push(file_problem(&path, format!("cannot read file: {e}"), ""));
@@ -344,6 +350,60 @@ fn cross_check(parsed: &[Parsed]) -> Vec<Diagnostic> {
         others.push(i);
     }
     errors
+}
+
+/// The path argument that stands for standard input.
+pub const STDIN_ARG: &str = "-";
+/// How diagnostics name standard input.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Whether a diagnostic's file is standard input.
+pub fn is_stdin_name(path: &Path) -> bool {
+    path.as_os_str() == STDIN_NAME
+}
+
+/// The path diagnostics show for an input: `<stdin>` for `-`.
+fn display_path(path: &Path) -> PathBuf {
+    if path.as_os_str() == STDIN_ARG {
+        PathBuf::from(STDIN_NAME)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Reads an input file, or standard input for `-` (read once and kept, so a second
+/// reader, such as [`fleet_files`], sees the same text).
+fn read_input(path: &Path) -> std::io::Result<String> {
+    static STDIN: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    if path.as_os_str() != STDIN_ARG {
+        return std::fs::read_to_string(path);
+    }
+    STDIN
+        .get_or_init(|| std::io::read_to_string(std::io::stdin()).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(std::io::Error::other)
+}
+
+/// Every input file that holds a fleet document (as diagnostics name it), for reports
+/// that list each fleet file, such as `check --format junit`. Files that cannot be read
+/// or parsed are left out: they have diagnostics of their own.
+pub fn fleet_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let Ok(files) = expand(paths) else {
+        return Vec::new();
+    };
+    files
+        .into_iter()
+        .filter(|(path, explicit)| {
+            read_input(path)
+                .ok()
+                .and_then(|text| yaml::parse(&text).ok())
+                .is_some_and(|docs| {
+                    docs.iter()
+                        .any(|d| is_fleet_doc(d) && (*explicit || !is_rendered(d)))
+                })
+        })
+        .map(|(path, _)| display_path(&path))
+        .collect()
 }
 
 #[cfg(test)]
