@@ -45,6 +45,9 @@ fn init_args(profile: ProfileArg) -> InitArgs {
         service_account: "default".into(),
         prefix: None,
         placement: None,
+        zone_format: None,
+        endpoint: None,
+        credentials_secret: None,
     }
 }
 

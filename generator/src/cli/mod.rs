@@ -18,7 +18,9 @@ use crate::diagnostic::Diagnostic;
 use crate::render::RenderOptions;
 use crate::validate::formats::is_dns_label;
 
-pub use init::{InitArgs, PlacementArg, ProfileArg, WorkloadArg, fleet_file, new_identity};
+pub use init::{
+    InitArgs, PlacementArg, ProfileArg, WorkloadArg, ZoneFormatArg, fleet_file, new_identity,
+};
 pub use schema::{crd_schemas, fleet_file_schema};
 
 /// Exit code: success / no difference.

@@ -106,6 +106,8 @@ pub struct FleetContext {
     reservation: Reservation,
     /// Namespace of the healer Pods the NetworkPolicy admits to the peer port.
     healer_namespace: String,
+    /// The credentials agent members may reach (null: `enabled: false`).
+    credentials_agent: Option<AgentContext>,
     /// Extra egress destinations after the fixed rules, in order.
     egress: Vec<EgressRule>,
     routing: Option<RoutingContext>,
@@ -190,6 +192,14 @@ impl EnvEntry {
             }),
         }
     }
+}
+
+#[derive(Serialize)]
+struct AgentContext {
+    cidr: String,
+    port: i32,
+    /// Whether this is the default (the EKS Pod Identity agent), for the comment.
+    default: bool,
 }
 
 #[derive(Serialize)]
@@ -366,6 +376,11 @@ impl FleetContext {
             },
             reservation,
             healer_namespace: options.healer_namespace.clone(),
+            credentials_agent: spec.credentials_agent().map(|(cidr, port)| AgentContext {
+                cidr: cidr.to_owned(),
+                port,
+                default: spec.credentials_agent.is_none(),
+            }),
             egress,
             routing,
             name,
