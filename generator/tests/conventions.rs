@@ -192,6 +192,16 @@ fn broken_pipe_ends_quietly_with_status_zero() {
         ],
         vec!["install".into(), "--stdout".into()],
         vec!["man".into()],
+        vec!["schema".into()],
+        vec!["version".into()],
+        [
+            "init", "alpha", "--namespace", "apps", "--profile", "Bucket", "--bucket",
+            "alpha-cells", "--region", "us-east-1", "--zones", "a",
+            "--image",
+            "ghcr.io/ewhauser/celld@sha256:1c0d854cd2af39fa439f163d5b88a19c7bccefd25fe35e2c0e1f43b3d886f424",
+        ]
+        .map(String::from)
+        .to_vec(),
         vec!["completion".into(), "zsh".into()],
     ] {
         let mut child = bin()

@@ -246,13 +246,9 @@ pub fn run(args: InitArgs) -> u8 {
         }
         return FAILED;
     }
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .is_err()
-    {
-        return FAILED;
+    // A closed pipe is a reader that has what it wanted, not a failure.
+    match super::print(text.as_bytes()) {
+        Ok(_) => OK,
+        Err(_) => FAILED,
     }
-    OK
 }
