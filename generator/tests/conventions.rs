@@ -428,6 +428,10 @@ fn help_teaches_the_new_flags_with_examples() {
     let help = text(&run(&["check", "--help"]).stdout);
     assert!(help.contains("--format github"));
     assert!(help.contains("--format junit > check.xml"));
+    assert!(help.contains("check fleets/ --healer-namespace ops"));
+    let help = text(&run(&["diff", "--help"]).stdout);
+    assert!(help.contains("diff - -o deploy/ < fleets/alpha.yaml"));
+    assert!(help.contains("diff fleets/ -o deploy/ --healer-namespace ops"));
     let help = text(&run(&["install", "--help"]).stdout);
     assert!(help.contains("CELLD_GEN_HEALER_NAMESPACE"));
     let help = text(&run(&["--help"]).stdout);

@@ -18,6 +18,7 @@ Examples:
   celld-gen check fleets/ --format json   # for tools: {\"valid\": ..., \"diagnostics\": [...]}
   celld-gen check fleets/ --format github # in a GitHub Actions step: annotations on the PR
   celld-gen check fleets/ --format junit > check.xml   # a test report for CI
+  celld-gen check fleets/ --healer-namespace ops  # render checks as for install --namespace ops
 
 --format github prints one `::error file=F,line=L,col=C,title=FIELD::MESSAGE` line per
 problem on stdout; GitHub resolves F against the repository root, so run check from

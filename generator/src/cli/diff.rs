@@ -14,6 +14,8 @@ Examples:
   celld-gen diff fleets/ -o deploy/
   celld-gen diff fleets/ -o deploy/ --color never > render.patch
   celld-gen diff fleets/ -o deploy/ --name-only   # just the files
+  celld-gen diff - -o deploy/ < fleets/alpha.yaml # `-`: one fleet file from stdin
+  celld-gen diff fleets/ -o deploy/ --healer-namespace ops   # as rendered for it
 
 Exit status: 0 when DIR is up to date, 1 when render would change it, 2 when the fleets
 are invalid or DIR cannot be read.";
@@ -21,7 +23,8 @@ are invalid or DIR cannot be read.";
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct DiffArgs {
-    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml);
+    /// `-` reads one fleet file from standard input (shown as `<stdin>` in messages).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// The output directory to compare with.
