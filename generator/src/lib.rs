@@ -11,3 +11,4 @@ pub mod load;
 pub mod output;
 pub mod render;
 pub mod validate;
+pub mod version;

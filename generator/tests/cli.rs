@@ -47,6 +47,9 @@ fn init_args(profile: ProfileArg) -> InitArgs {
         placement: None,
         output: None,
         schema: celld_gen::cli::DEFAULT_SCHEMA_REF.into(),
+        zone_format: None,
+        endpoint: None,
+        credentials_secret: None,
     }
 }
 

@@ -18,7 +18,7 @@ use schemars::Schema;
 use serde_json::Value;
 
 use super::defaults::{self, CAPACITY_DEFAULTS as CAP};
-use super::{CapacityMode, Profile, Sampler};
+use super::{CapacityMode, Profile, Sampler, ZoneFormat};
 
 /// `(has(self.<path>) ? self.<path> : <default>)`: a field with its default applied.
 fn or_default(path: &str, default: impl std::fmt::Display) -> String {
@@ -109,14 +109,39 @@ pub fn storage_class_iff_persistent() -> Rule {
     .field_path(".storage.storageClassName")
 }
 
-/// `spec`: every zone is the region plus one lowercase letter.
+/// `spec`: with `placement.zoneFormat` Cloud (the default), every zone is named after
+/// `storage.region`. Looser than validation (which checks each cloud's suffix, see
+/// [`crate::validate::formats::is_zone_of_region`]) so the API server never refuses a
+/// fleet `check` accepts, and cheap for its CEL cost limit.
 pub fn zones_of_region() -> Rule {
-    Rule::new(
-        "self.placement.zones.all(z, size(z) == size(self.storage.region) + 1 && \
-         z.startsWith(self.storage.region) && z.matches('[a-z]$'))",
+    Rule::new(format!(
+        "(has(self.placement.zoneFormat) && self.placement.zoneFormat == '{}') || \
+         self.placement.zones.all(z, size(z) > size(self.storage.region) && \
+         z.startsWith(self.storage.region))",
+        json_name(ZoneFormat::Any)
+    ))
+    .message(
+        "every zone must be a zone of storage.region (us-east-1a, us-central1-a, eastus-1), \
+         unless placement.zoneFormat is Any",
     )
-    .message("every zone must be storage.region plus one letter, e.g. us-east-1a")
     .field_path(".placement.zones")
+}
+
+/// `spec`: without `storage.endpoint` the bucket is on Amazon S3, whose regions are
+/// AWS-shaped.
+pub fn aws_region_without_endpoint() -> Rule {
+    Rule::new(format!(
+        "has(self.storage.endpoint) || self.storage.region.matches('{}')",
+        crate::validate::formats::AWS_REGION_PATTERN
+    ))
+    .message("without storage.endpoint the bucket is on Amazon S3: the region must be an AWS region such as us-east-1")
+    .field_path(".storage.region")
+}
+
+/// `spec.credentialsAgent`: an agent turned off has no address or port.
+pub fn agent_disabled_alone() -> Rule {
+    Rule::new("!has(self.enabled) || self.enabled || (!has(self.cidr) && !has(self.port))")
+        .message("cidr and port describe an agent; with enabled: false leave them out")
 }
 
 /// A list of strings (`self`) without duplicates.

@@ -40,6 +40,15 @@ pub const MAX_NAME_LENGTH: usize = 40;
 pub const IDENTITY_LENGTH: usize = 26;
 /// Longest `storage.region`.
 pub const MAX_REGION_LENGTH: usize = 32;
+/// Address of the default credentials agent: the EKS Pod Identity agent (link-local,
+/// on every node of an EKS cluster with the add-on).
+pub const CREDENTIALS_AGENT_CIDR: &str = "169.254.170.23/32";
+/// Port of the default credentials agent.
+pub const CREDENTIALS_AGENT_PORT: i32 = 80;
+/// `credentialsAgent.port`.
+pub const PORT_BOUNDS: Bounds<i32> = b(1, 65535);
+/// Longest zone: a label value.
+pub const MAX_ZONE_LENGTH: usize = 63;
 /// Most labels in a Pod selector (`routing.source.podLabels`, `egress.podLabels`).
 pub const MAX_POD_LABELS: usize = 16;
 /// Most Ingress controller annotations.
@@ -274,6 +283,26 @@ impl CelldFleetSpec {
     /// Placement mode.
     pub fn placement_mode(&self) -> PlacementMode {
         self.placement.mode.unwrap_or_default()
+    }
+
+    /// The credentials agent the NetworkPolicy lets members reach, as (CIDR, port), or
+    /// `None` when `credentialsAgent.enabled` is false. Default: the EKS Pod Identity
+    /// agent.
+    pub fn credentials_agent(&self) -> Option<(&str, i32)> {
+        let a = self.credentials_agent.as_ref();
+        if a.and_then(|a| a.enabled) == Some(false) {
+            return None;
+        }
+        Some((
+            a.and_then(|a| a.cidr.as_deref())
+                .unwrap_or(CREDENTIALS_AGENT_CIDR),
+            a.and_then(|a| a.port).unwrap_or(CREDENTIALS_AGENT_PORT),
+        ))
+    }
+
+    /// How zones are named (default Cloud).
+    pub fn zone_format(&self) -> ZoneFormat {
+        self.placement.zone_format.unwrap_or_default()
     }
 
     /// Disk or scratch size in GiB.

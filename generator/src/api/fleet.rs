@@ -48,7 +48,8 @@ use crate::validate::formats as f;
     validation = cel::capacity_min_covers_zones(),
     validation = cel::bucket_workload_only_for_bucket(),
     validation = cel::storage_class_iff_persistent(),
-    validation = cel::zones_of_region()
+    validation = cel::zones_of_region(),
+    validation = cel::aws_region_without_endpoint()
 )]
 pub struct CelldFleetSpec {
     /// The fleet's identity: 26 characters of lowercase letters and digits, written once
@@ -100,6 +101,12 @@ pub struct CelldFleetSpec {
     /// Capacity policy; absent means `members` is set by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Capacity>,
+    /// Egress to the node-local agent that hands out bucket credentials (default: the EKS
+    /// Pod Identity agent, `169.254.170.23/32` port 80). Change it for another agent,
+    /// or set `enabled: false` where members get credentials otherwise (a Secret with
+    /// `storage.endpoint`, GKE or AKS workload identity over HTTPS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_agent: Option<CredentialsAgent>,
     /// Refuse deletion of the fleet (default `true`): the API server's admission policy
     /// and the healer both keep a protected fleet, its workload and every disk when the
     /// CelldFleet is deleted. Set `false` in Git, sync, then delete to remove the fleet
@@ -139,7 +146,9 @@ pub struct Storage {
         pattern(f::BUCKET_PATTERN)
     )]
     pub bucket: String,
-    /// Bucket region, e.g. `us-east-1`; zones are this plus one letter.
+    /// Bucket region: AWS (`us-east-1`), or with `endpoint` also Google Cloud
+    /// (`us-central1`) or Azure (`eastus`) names. Zones are named after it unless
+    /// `placement.zoneFormat` is `Any`.
     #[schemars(length(max = d::MAX_REGION_LENGTH), pattern(f::REGION_PATTERN))]
     pub region: String,
     /// Optional key prefix inside the bucket (a DNS label).
@@ -207,16 +216,53 @@ pub struct Egress {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Placement {
-    /// 1..6 zones of `storage.region`, e.g. `us-east-1a`.
+    /// 1..6 zones, as the `topology.kubernetes.io/zone` node label names them, e.g.
+    /// `us-east-1a`, `us-central1-a`, `eastus-1`; see `zoneFormat`.
     #[schemars(
         length(min = d::ZONES_BOUNDS.min, max = d::ZONES_BOUNDS.max),
-        inner(length(max = d::MAX_REGION_LENGTH + 1))
+        inner(length(max = d::MAX_ZONE_LENGTH), pattern(f::ZONE_PATTERN))
     )]
     #[x_kube(validation = cel::unique_strings("zone"))]
     pub zones: Vec<String>,
+    /// How zones are named: `Cloud` (default) or `Any`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(description = f::ZONE_FORMATS)]
+    pub zone_format: Option<ZoneFormat>,
     /// `Strict` (default): one member per node, even spread required. `Relaxed`: preferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<PlacementMode>,
+}
+
+/// The node-local credentials agent members may reach.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = cel::agent_disabled_alone())]
+pub struct CredentialsAgent {
+    /// `false`: no egress rule for an agent (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The agent's address as a /32 (or /128) CIDR (default `169.254.170.23/32`; the EKS
+    /// Pod Identity agent is `fd00:ec2::23/128` on IPv6 clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
+    /// TCP port, 1..65535 (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = d::PORT_BOUNDS.min, max = d::PORT_BOUNDS.max))]
+    pub port: Option<i32>,
+}
+
+/// How zones are named. The schema's description is [`f::ZONE_FORMATS`] (the CRD takes
+/// an optional enum's description from its type, the JSON Schema from the field).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, Default)]
+#[schemars(transform = cel::enum_max_length, description = f::ZONE_FORMATS)]
+pub enum ZoneFormat {
+    /// Zones of `storage.region`, named as AWS, Google Cloud or Azure name them; each is
+    /// checked to belong to the region.
+    #[default]
+    Cloud,
+    /// Any label value (on premises, fault domains, a bucket outside the cluster's
+    /// region); not checked against `storage.region`.
+    Any,
 }
 
 /// How strictly members spread over zones and nodes.

@@ -1,16 +1,17 @@
 //! `celld-gen check`, and the loading the other commands share with it.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::{FAILED, OK, TROUBLE, plural};
+use super::{FAILED, HealerNamespaceArg, OK, TROUBLE, count, plural, print};
 use crate::diagnostic::Diagnostic;
 use crate::load::{LoadedFleet, Options, Skipped};
 use crate::output::dangerous::{self, Finding, FindingKind};
-use crate::render::Bundle;
+use crate::render::{Bundle, RenderOptions};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -19,21 +20,32 @@ Examples:
   celld-gen check fleets/ -v              # also list the files that are not fleets
   celld-gen check fleets/ --against deploy/   # also refuse edits the cluster cannot take
   celld-gen check fleets/ --format json   # for tools: {\"valid\": ..., \"diagnostics\": [...]}
+  celld-gen check - < fleets/alpha.yaml   # `-`: one fleet file from standard input
+  celld-gen check fleets/ --format github # in a GitHub Actions step: annotations on the PR
+  celld-gen check fleets/ --format junit > check.xml   # a test report for CI
+  celld-gen check fleets/ --healer-namespace ops  # render checks as for install --namespace ops
 
 In a directory, files of other YAML are skipped (listed with -v), but a file that looks
 like a lost fleet is an error: a `kind` that is a typo of CelldFleet, another
 fleet.celld.dev kind, a fleet without `kind`, an empty or comment-only file. Folders of
 celld-gen output (their kustomization.yaml carries the generated header) are never read,
-and directory symlinks are not followed.";
+and directory symlinks are not followed.
+
+--format github prints one `::error file=F,line=L,col=C,title=FIELD::MESSAGE` line per
+problem on stdout; GitHub resolves F against the repository root, so run check from
+there with relative paths. --format junit prints JUnit XML with one testcase per fleet
+file, failed with every problem of that file.";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct CheckArgs {
-    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml);
+    /// `-` reads one fleet file from standard input (shown as `<stdin>` in messages).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// Output format: `text` (one line per problem) or `json` (one document on
-    /// stdout, with the skipped files and the dangerous edits).
+    /// Output format: `text` (one line per problem), `json` (one document on stdout,
+    /// with the skipped files and the dangerous edits), `github` (GitHub Actions
+    /// annotations) or `junit` (JUnit XML).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Compare with DIR, an existing render output (e.g. the committed deploy/): a change
@@ -47,6 +59,8 @@ pub struct CheckArgs {
     /// List every file and folder that was not read as a fleet, and why (on stderr).
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub healer: HealerNamespaceArg,
 }
 
 /// Output format of `check`.
@@ -56,6 +70,10 @@ pub enum Format {
     Text,
     /// One JSON document.
     Json,
+    /// GitHub Actions workflow commands (`::error file=...::...`), one per problem.
+    Github,
+    /// JUnit XML: one testcase per fleet file.
+    Junit,
 }
 
 #[derive(Serialize)]
@@ -70,13 +88,36 @@ struct JsonReport<'a> {
 /// Valid fleets and their rendering, or every problem.
 pub(super) type Rendered = Result<(Vec<LoadedFleet>, Bundle), Vec<Diagnostic>>;
 
+/// What the commands get from loading and rendering.
+pub(super) struct LoadedAndRendered {
+    /// The fleets and their rendering, or every problem.
+    pub result: Rendered,
+    /// Files and folders passed over.
+    pub skipped: Vec<Skipped>,
+    /// Every file read (as diagnostics name it).
+    pub files: Vec<PathBuf>,
+}
+
+impl LoadedAndRendered {
+    /// The files read that hold a fleet (read but not skipped): one test case each in a
+    /// JUnit report.
+    fn fleet_files(&self) -> Vec<PathBuf> {
+        self.files
+            .iter()
+            .filter(|f| !self.skipped.iter().any(|s| &s.path == *f))
+            .cloned()
+            .collect()
+    }
+}
+
 /// Loads fleets (leaving `exclude` out), prints what was skipped with `verbose`, and
 /// renders them in memory.
 pub(super) fn load_and_render(
     paths: &[PathBuf],
     exclude: &[&Path],
     verbose: bool,
-) -> (Rendered, Vec<Skipped>) {
+    options: &RenderOptions,
+) -> LoadedAndRendered {
     let loaded = crate::load::load(
         paths,
         &Options {
@@ -87,10 +128,14 @@ pub(super) fn load_and_render(
         print_skipped(&loaded.skipped);
     }
     let result = loaded.result.and_then(|fleets| {
-        let bundle = crate::render::render_all(&fleets)?;
+        let bundle = crate::render::render_all_with(&fleets, options)?;
         Ok((fleets, bundle))
     });
-    (result, loaded.skipped)
+    LoadedAndRendered {
+        result,
+        skipped: loaded.skipped,
+        files: loaded.files,
+    }
 }
 
 fn print_skipped(skipped: &[Skipped]) {
@@ -124,6 +169,10 @@ pub(super) fn print_findings(findings: &[Finding], label: &str, removal_allowed:
 }
 
 pub fn run(args: CheckArgs) -> u8 {
+    let options = match args.healer.options() {
+        Ok(o) => o,
+        Err(e) => return super::usage_error(&e, FAILED),
+    };
     if let Some(dir) = &args.against {
         // Only a render output holds the fleets as they were rendered.
         let problem = if !dir.is_dir() {
@@ -143,8 +192,9 @@ pub fn run(args: CheckArgs) -> u8 {
         }
     }
     let exclude: Vec<&Path> = args.against.iter().map(PathBuf::as_path).collect();
-    let (result, skipped) = load_and_render(&args.paths, &exclude, args.verbose);
-    let findings: Vec<Finding> = match (&result, &args.against) {
+    let loaded = load_and_render(&args.paths, &exclude, args.verbose, &options);
+    let result = &loaded.result;
+    let findings: Vec<Finding> = match (result, &args.against) {
         (Ok((fleets, _)), Some(dir)) => dangerous_edits(dir, fleets)
             .into_iter()
             .filter(|f| !(args.allow_removal && f.kind == FindingKind::Deleted))
@@ -152,47 +202,65 @@ pub fn run(args: CheckArgs) -> u8 {
         _ => Vec::new(),
     };
     let valid = result.is_ok() && findings.is_empty();
-    match args.format {
-        Format::Json => {
-            let (fleets, diags) = match &result {
-                Ok((f, _)) => (f.len(), &[][..]),
-                Err(d) => (0, &d[..]),
-            };
-            let report = JsonReport {
-                valid,
-                fleets,
-                diagnostics: diags,
-                skipped: &skipped,
-                findings: &findings,
-            };
-            match serde_json::to_string_pretty(&report) {
-                Ok(json) => {
-                    let _ = writeln!(std::io::stdout().lock(), "{json}");
-                }
-                Err(e) => {
-                    let _ = writeln!(anstream::stderr(), "error: writing the report: {e}");
-                    return TROUBLE;
+    let diags: &[Diagnostic] = match result {
+        Ok(_) => &[],
+        Err(d) => d,
+    };
+    let fleets = result.as_ref().map_or(0, |(f, _)| f.len());
+    let stdout =
+        match args.format {
+            Format::Json => {
+                let report = JsonReport {
+                    valid,
+                    fleets,
+                    diagnostics: diags,
+                    skipped: &loaded.skipped,
+                    findings: &findings,
+                };
+                match serde_json::to_string_pretty(&report) {
+                    Ok(json) => format!("{json}\n"),
+                    Err(e) => {
+                        let _ = writeln!(anstream::stderr(), "error: writing the report: {e}");
+                        return TROUBLE;
+                    }
                 }
             }
-        }
-        Format::Text => match &result {
-            Ok((fleets, _)) if findings.is_empty() => {
+            Format::Text => diags
+                .iter()
+                .map(|d| format!("{d}\n"))
+                .chain(
+                    findings
+                        .iter()
+                        .map(|f| format!("{}: {f}\n", f.file.display())),
+                )
+                .collect(),
+            Format::Github => diags
+                .iter()
+                .map(github_annotation)
+                .chain(findings.iter().map(|f| {
+                    github_annotation(&Diagnostic::whole_file(&f.file, f.to_string(), ""))
+                }))
+                .collect(),
+            Format::Junit => junit(&loaded.fleet_files(), diags),
+        };
+    // A reader that went away has what it wanted; the status still says valid or not.
+    if let Err(e) = print(stdout.as_bytes()) {
+        let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
+    }
+    if args.format != Format::Json {
+        match result {
+            Ok(_) if findings.is_empty() => {
                 let _ = writeln!(
                     anstream::stderr().lock(),
                     "{} valid",
-                    plural(fleets.len(), "fleet")
+                    plural(fleets, "fleet")
                 );
             }
-            Ok((fleets, _)) => {
-                let mut out = std::io::stdout().lock();
-                for f in &findings {
-                    let _ = writeln!(out, "{}: {f}", f.file.display());
-                }
-                let _ = out.flush();
+            Ok(_) => {
                 let _ = writeln!(
                     anstream::stderr().lock(),
                     "{} valid, but {} against {}; fix them and check again",
-                    plural(fleets.len(), "fleet"),
+                    plural(fleets, "fleet"),
                     plural(findings.len(), "dangerous edit"),
                     args.against
                         .as_deref()
@@ -201,15 +269,158 @@ pub fn run(args: CheckArgs) -> u8 {
                         .unwrap_or_default()
                 );
             }
-            Err(d) => {
-                let mut out = std::io::stdout().lock();
-                for diag in d {
-                    let _ = writeln!(out, "{diag}");
-                }
-                let _ = out.flush();
-                super::count(d, "fix them and check again");
-            }
-        },
+            Err(d) => count(d, "fix them and check again"),
+        }
     }
     if valid { OK } else { FAILED }
+}
+
+/// Escapes the message part of a workflow command (GitHub's `escapeData`).
+fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a property value of a workflow command (GitHub's `escapeProperty`).
+fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `::error file=F,line=L,col=C,title=FIELD::MESSAGE (expected ...)`; no `file` for
+/// standard input or a problem of no file, no `line`/`col` for a whole-file problem.
+fn github_annotation(d: &Diagnostic) -> String {
+    let mut props = Vec::new();
+    let file = d.file.to_string_lossy();
+    if !file.is_empty() && !crate::load::is_stdin_name(&d.file) {
+        props.push(format!("file={}", escape_property(&file)));
+        if d.line > 0 {
+            props.push(format!("line={}", d.line));
+            if d.column > 0 {
+                props.push(format!("col={}", d.column));
+            }
+        }
+    }
+    let title = if d.field.is_empty() {
+        "celld-gen check".to_owned()
+    } else {
+        format!("celld-gen check: {}", d.field)
+    };
+    props.push(format!("title={}", escape_property(&title)));
+    let mut message = d.message.clone();
+    if !d.expected.is_empty() {
+        message.push_str(&format!(" (expected {})", d.expected));
+    }
+    // A message for stdin or no file still says where, in its text.
+    if props.first().is_none_or(|p| !p.starts_with("file=")) && !file.is_empty() {
+        message = format!("{file}:{}:{}: {message}", d.line, d.column);
+    }
+    format!("::error {}::{}\n", props.join(","), escape_data(&message))
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 has no way to write most control characters; show them instead.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one testcase per fleet file (the valid ones and every file with a problem),
+/// sorted by path; a file's problems are its one failure. No timestamps or durations, so
+/// the report is byte-stable.
+fn junit(fleet_files: &[PathBuf], diags: &[Diagnostic]) -> String {
+    let mut cases: BTreeMap<&Path, Vec<&Diagnostic>> = BTreeMap::new();
+    for f in fleet_files {
+        cases.entry(f.as_path()).or_default();
+    }
+    for d in diags {
+        cases.entry(d.file.as_path()).or_default().push(d);
+    }
+    let failures = cases.values().filter(|v| !v.is_empty()).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"celld-gen check\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n",
+        cases.len()
+    ));
+    out.push_str(&format!(
+        "  <testsuite name=\"celld-gen check\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n",
+        cases.len()
+    ));
+    for (file, problems) in &cases {
+        let name = if file.as_os_str().is_empty() {
+            "(all fleets)".to_owned()
+        } else {
+            file.display().to_string()
+        };
+        let name = xml_escape(&name);
+        let open =
+            format!("    <testcase classname=\"celld-gen.check\" name=\"{name}\" file=\"{name}\"");
+        if problems.is_empty() {
+            out.push_str(&open);
+            out.push_str("/>\n");
+            continue;
+        }
+        out.push_str(&open);
+        out.push_str(">\n");
+        let body: String = problems.iter().map(|d| format!("{d}\n")).collect();
+        out.push_str(&format!(
+            "      <failure type=\"invalid\" message=\"{}\">{}</failure>\n",
+            xml_escape(&plural(problems.len(), "problem")),
+            xml_escape(&body)
+        ));
+        out.push_str("    </testcase>\n");
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diag(file: &str, line: usize, message: &str) -> Diagnostic {
+        Diagnostic {
+            file: file.into(),
+            line,
+            column: 3,
+            field: "spec.members".into(),
+            message: message.into(),
+            expected: "1..100".into(),
+        }
+    }
+
+    #[test]
+    fn annotations_escape_what_github_reads_as_syntax() {
+        let a = github_annotation(&diag("f,1:x.yaml", 4, "50% off\nnext"));
+        assert_eq!(
+            a,
+            "::error file=f%2C1%3Ax.yaml,line=4,col=3,title=celld-gen check%3A spec.members::50%25 off%0Anext (expected 1..100)\n"
+        );
+        // Whole-file problems have no line or column.
+        let a = github_annotation(&diag("f.yaml", 0, "m"));
+        assert!(a.starts_with("::error file=f.yaml,title="), "{a}");
+    }
+
+    #[test]
+    fn junit_has_one_case_per_file_and_escapes() {
+        let files = vec![PathBuf::from("a.yaml"), PathBuf::from("b.yaml")];
+        let x = junit(&files, &[diag("b.yaml", 2, "<bad> & \"worse\"")]);
+        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(
+            x.contains("<testcase classname=\"celld-gen.check\" name=\"a.yaml\" file=\"a.yaml\"/>")
+        );
+        assert!(x.contains("&lt;bad&gt; &amp; &quot;worse&quot;"), "{x}");
+    }
 }

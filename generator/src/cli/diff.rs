@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::check::{dangerous_edits, load_and_render, print_findings};
-use super::{FAILED, OK, TROUBLE, plural, report};
+use super::{FAILED, HealerNamespaceArg, OK, TROUBLE, plural, report};
 use crate::output::dangerous::{Finding, FindingKind};
 use crate::output::diff::{Change, changes, summary, write_unified};
 use crate::output::{self, Allow};
@@ -20,6 +20,8 @@ Examples:
   celld-gen diff fleets/ -o deploy/ --name-only   # just the files
   celld-gen diff fleets/ -o deploy/ --format json # for tools: changes and dangerous edits
   celld-gen diff fleets/ -o deploy/ --allow-removal   # show a fleet deletion meant on purpose
+  celld-gen diff - -o deploy/ < fleets/alpha.yaml # `-`: one fleet file from stdin
+  celld-gen diff fleets/ -o deploy/ --healer-namespace ops   # as rendered for it
 
 Dangerous edits are named on stderr (in the `findings` of --format json): a change the
 cluster refuses (identity, profile, storage, placement: the sync fails), a fleet renamed
@@ -33,7 +35,8 @@ are invalid, DIR cannot be read, or render would refuse.";
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct DiffArgs {
-    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml);
+    /// `-` reads one fleet file from standard input (shown as `<stdin>` in messages).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// The output directory to compare with.
@@ -59,6 +62,8 @@ pub struct DiffArgs {
     /// List every file and folder that was not read as a fleet, and why (on stderr).
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub healer: HealerNamespaceArg,
 }
 
 /// When to color output.
@@ -113,13 +118,18 @@ pub fn run(args: DiffArgs) -> u8 {
         Color::Always => ColorChoice::Always.write_global(),
         Color::Never => ColorChoice::Never.write_global(),
     }
-    let (fleets, bundle) = match load_and_render(&args.paths, &[&args.output], args.verbose).0 {
-        Ok(r) => r,
-        Err(d) => {
-            report(&d, "nothing to compare");
-            return TROUBLE;
-        }
+    let options = match args.healer.options() {
+        Ok(o) => o,
+        Err(e) => return super::usage_error(&e, TROUBLE),
     };
+    let (fleets, bundle) =
+        match load_and_render(&args.paths, &[&args.output], args.verbose, &options).result {
+            Ok(r) => r,
+            Err(d) => {
+                report(&d, "nothing to compare");
+                return TROUBLE;
+            }
+        };
     if let Err(e) = crate::output::check_replaceable(&args.output) {
         let _ = writeln!(anstream::stderr(), "error: render would refuse: {e}");
         return TROUBLE;
@@ -178,7 +188,9 @@ pub fn run(args: DiffArgs) -> u8 {
     } else {
         write_unified(&changes, &mut out)
     };
-    if let Err(e) = written.and_then(|_| out.flush()) {
+    if let Err(e) = written.and_then(|_| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
         let _ = writeln!(anstream::stderr(), "error: writing the diff: {e}");
         return TROUBLE;
     }

@@ -19,8 +19,17 @@ Examples:
       --region eu-west-1 --zones eu-west-1a,eu-west-1b,eu-west-1c --storage-class gp3 \\
       --size-gib 50 --service-account ledger \\
       --image ghcr.io/ewhauser/celld@sha256:<64 hex> > fleets/ledger.yaml
-  celld-gen init orders -n shop --profile Bucket --bucket shop-orders --region us-east-1 \
+  celld-gen init orders -n shop --profile Bucket --bucket shop-orders --region us-east-1 \\
       --zones a,b,c --image ghcr.io/ewhauser/celld@sha256:<64 hex> -o fleets/orders.yaml
+  # GKE, bucket on Google Cloud Storage (S3 interoperability, HMAC key in a Secret):
+  celld-gen init maps --namespace geo --profile Bucket --bucket geo-maps \\
+      --region us-central1 --zones a,b,c --endpoint https://storage.googleapis.com \\
+      --credentials-secret gcs-hmac --image ghcr.io/ewhauser/celld@sha256:<64 hex>
+  # On premises, MinIO: zones are any node label value, not checked against the region.
+  celld-gen init lab --namespace lab --profile Bucket --bucket lab-cells \\
+      --region us-east-1 --zones rack-1,rack-2,rack-3 --zone-format Any \\
+      --endpoint http://minio.store:9000 --credentials-secret minio \\
+      --image ghcr.io/ewhauser/celld@sha256:<64 hex>
 
 The file starts with a yaml-language-server modeline pointing at the fleet schema, so
 editors complete and check fields: by default `./celldfleet.schema.json`, the file that
@@ -28,6 +37,16 @@ editors complete and check fields: by default `./celldfleet.schema.json`, the fi
 it with --schema (a relative path or an https:// URL). With -o FILE, nothing is written
 unless the fleet is valid, and an existing FILE is never overwritten (its identity would
 be lost).";
+
+fn zones_long_help() -> String {
+    format!(
+        "Zones, comma-separated, as the topology.kubernetes.io/zone node label names them. \
+         Full names (us-east-1a, us-central1-a, eastus-1), or the short form appended to \
+         the region: a letter for AWS (a -> us-east-1a) and Google Cloud (a -> \
+         us-central1-a), a number for Azure (1 -> eastus-1).\n\n{}",
+        crate::validate::formats::ZONE_FORMATS
+    )
+}
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = EXAMPLES)]
@@ -45,13 +64,31 @@ pub struct InitArgs {
     /// The bucket the fleet uses (reserved to this fleet for ever).
     #[arg(long)]
     pub bucket: String,
-    /// The bucket's region, e.g. `us-east-1`.
+    /// The bucket's region: AWS (`us-east-1`); with --endpoint also Google Cloud
+    /// (`us-central1`) or Azure (`eastus`).
     #[arg(long)]
     pub region: String,
-    /// Zones, comma-separated: full names (`us-east-1a`) or just the letters (`a,b,c`),
-    /// which are appended to the region.
-    #[arg(long, value_delimiter = ',', required = true, num_args = 1..)]
+    /// Zones, comma-separated: full names (`us-east-1a`, `us-central1-a`, `eastus-1`) or
+    /// the short form appended to the region (`a,b,c`; `1,2,3` for Azure).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required = true,
+        num_args = 1..,
+        long_help = zones_long_help()
+    )]
     pub zones: Vec<String>,
+    /// `Cloud` (zones of --region, checked) or `Any` (any label value, e.g. on premises)
+    /// [default: Cloud].
+    #[arg(long, value_enum, ignore_case = true)]
+    pub zone_format: Option<ZoneFormatArg>,
+    /// An S3-compatible endpoint for the bucket (GCS, MinIO...), e.g.
+    /// `https://storage.googleapis.com`; needs --credentials-secret.
+    #[arg(long, value_name = "URL", requires = "credentials_secret")]
+    pub endpoint: Option<String>,
+    /// Secret with keys `accessKeyId` and `secretAccessKey` for --endpoint.
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub credentials_secret: Option<String>,
     /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`.
     #[arg(long)]
     pub image: String,
@@ -154,6 +191,17 @@ pub enum WorkloadArg {
     Ordered,
 }
 
+/// `--zone-format`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZoneFormatArg {
+    /// Zones of the region as AWS, Google Cloud or Azure name them.
+    #[value(name = "Cloud")]
+    Cloud,
+    /// Any label value; not checked against the region.
+    #[value(name = "Any")]
+    Any,
+}
+
 /// `--placement`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlacementArg {
@@ -194,12 +242,10 @@ fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Erro
         .iter()
         .map(|z| z.trim())
         .filter(|z| !z.is_empty())
-        .map(|z| {
-            if z.len() == 1 && z.bytes().all(|b| b.is_ascii_lowercase()) {
-                format!("{}{z}", args.region)
-            } else {
-                z.to_owned()
-            }
+        .map(|z| match args.zone_format {
+            // Free-form zones are taken as written: `a` may be a real zone name there.
+            Some(ZoneFormatArg::Any) => z.to_owned(),
+            _ => crate::validate::formats::expand_zone(z, &args.region),
         })
         .collect();
     let members = args
@@ -224,6 +270,12 @@ fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Erro
         bucket => &args.bucket,
         region => &args.region,
         prefix => &args.prefix,
+        endpoint => &args.endpoint,
+        credentials_secret => &args.credentials_secret,
+        zone_format => args.zone_format.map(|f| match f {
+            ZoneFormatArg::Cloud => "Cloud",
+            ZoneFormatArg::Any => "Any",
+        }),
         storage_class => &args.storage_class,
         size_gib => args.size_gib,
         zones => zones,
@@ -282,13 +334,9 @@ pub fn run(args: InitArgs) -> u8 {
             }
         };
     }
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .is_err()
-    {
-        return FAILED;
+    // A closed pipe is a reader that has what it wanted, not a failure.
+    match super::print(text.as_bytes()) {
+        Ok(_) => OK,
+        Err(_) => FAILED,
     }
-    OK
 }

@@ -17,6 +17,8 @@ Examples:
   celld-gen install --image ghcr.io/celld-fleet/celld-healer@sha256:<64 hex> -o deploy/cluster/
   celld-gen install --watch-namespace apps --stdout | kubectl apply --server-side -f -
   celld-gen install --watch-namespace team-a,team-b -o deploy/cluster/   # a Role per namespace
+  celld-gen install --namespace ops -o deploy/cluster/   # then: render --healer-namespace ops
+  export CELLD_GEN_HEALER_NAMESPACE=ops                  # or set it once for both
 
 Output layout (-o DIR):
   DIR/kustomization.yaml                  the cluster objects below, sorted
@@ -53,9 +55,12 @@ pub struct InstallArgs {
     /// and Flux examples are left out.
     #[arg(long)]
     pub stdout: bool,
-    /// Namespace the healer runs in.
-    #[arg(long, value_name = "NS", default_value = "celld-system")]
-    pub namespace: String,
+    /// Namespace the healer runs in. The fleet NetworkPolicies admit the healer from
+    /// this namespace only, so give `render`, `check` and `diff` the same value with
+    /// `--healer-namespace`, or set CELLD_GEN_HEALER_NAMESPACE once for all of them (a
+    /// flag that disagrees with it is an error). [default: celld-system]
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
     /// Healer image (pin it by digest in production).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -91,12 +96,15 @@ fn is_duration(s: &str) -> bool {
 fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
     let mut problems = Vec::new();
     let defaults = InstallOptions::default();
-    if !is_dns_label(&args.namespace, 63) {
-        problems.push(format!(
-            "--namespace `{}` is not a DNS label",
-            args.namespace
-        ));
-    }
+    let namespace = super::healer_namespace(
+        "--namespace",
+        args.namespace.as_deref(),
+        std::env::var(super::HEALER_NAMESPACE_ENV).ok().as_deref(),
+    )
+    .unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        defaults.namespace.clone()
+    });
     for ns in &args.watch_namespace {
         if !is_dns_label(ns, 63) {
             problems.push(format!("--watch-namespace `{ns}` is not a DNS label"));
@@ -122,7 +130,7 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         return Err(problems);
     }
     Ok(InstallOptions {
-        namespace: args.namespace.clone(),
+        namespace,
         image: args.image.clone().unwrap_or(defaults.image),
         replicas: args.replicas,
         watch_namespaces: {
@@ -159,8 +167,7 @@ pub fn run(args: InstallArgs) -> u8 {
                 stream.push_str(&crate::render::yaml::block(&obj, 0));
                 stream.push('\n');
             }
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = out.write_all(stream.as_bytes()).and_then(|_| out.flush()) {
+            if let Err(e) = super::print(stream.as_bytes()) {
                 let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
                 return FAILED;
             }

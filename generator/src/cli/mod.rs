@@ -4,18 +4,23 @@ mod check;
 mod diff;
 mod init;
 mod install;
+mod meta;
 mod render;
 mod schema;
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
+use crate::api::labels::HEALER_NAMESPACE;
 use crate::diagnostic::Diagnostic;
+use crate::render::RenderOptions;
+use crate::validate::formats::is_dns_label;
 
 pub use init::{
-    DEFAULT_SCHEMA_REF, InitArgs, PlacementArg, ProfileArg, WorkloadArg, fleet_file, new_identity,
+    DEFAULT_SCHEMA_REF, InitArgs, PlacementArg, ProfileArg, WorkloadArg, ZoneFormatArg, fleet_file,
+    new_identity,
 };
 pub use schema::{crd_schemas, fleet_file_schema};
 
@@ -46,7 +51,11 @@ Examples:
   celld-gen render fleets/ -o deploy/
   celld-gen diff fleets/ -o deploy/      # exit 1 when deploy/ is out of date
   celld-gen render fleets/ --stdout      # one YAML stream, e.g. in an Argo CD plugin
-  celld-gen install -o deploy/cluster/   # once per cluster: CRDs, healer, GitOps snippets";
+  celld-gen install -o deploy/cluster/   # once per cluster: CRDs, healer, GitOps snippets
+  celld-gen check - < fleets/alpha.yaml  # `-` reads a fleet file from standard input
+  celld-gen version                      # version, commit, supported Kubernetes
+  celld-gen completion bash > /etc/bash_completion.d/celld-gen
+  celld-gen man > celld-gen.1";
 
 /// The command line.
 #[derive(Parser, Debug)]
@@ -115,6 +124,12 @@ pub enum Command {
     /// Flux Kustomization to adapt (server-side apply, ignore rules for the fields the
     /// healer owns) and the CelldFleet health check for Argo CD.
     Install(install::InstallArgs),
+    /// Print the version, the git commit and the supported Kubernetes versions.
+    Version(meta::VersionArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completion(meta::CompletionArgs),
+    /// Print the man page (roff), generated from this help.
+    Man(meta::ManArgs),
     /// Print the CustomResourceDefinitions of CelldFleet and CelldBucketReservation as a
     /// JSON array (used by CI to validate rendered objects against their schemas).
     #[command(hide = true)]
@@ -131,6 +146,9 @@ pub fn main() -> ExitCode {
         Command::Render(a) => render::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Schema(a) => schema::run(a),
+        Command::Version(a) => meta::run_version(a),
+        Command::Completion(a) => meta::run_completion(a),
+        Command::Man(a) => meta::run_man(a),
         Command::Crds => schema::run_crds(),
     };
     ExitCode::from(code)
@@ -165,4 +183,122 @@ fn plural(n: usize, word: &str) -> String {
     } else {
         format!("{n} {word}s")
     }
+}
+
+/// What became of a write to standard output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Printed {
+    /// Everything was written.
+    All,
+    /// The reader went away (`celld-gen render --stdout | head`): it has what it wanted,
+    /// so the command ends quietly with status 0 (Rust ignores SIGPIPE, so this is an
+    /// EPIPE error here, not a signal).
+    ReaderGone,
+}
+
+/// Writes `bytes` to standard output and flushes; a closed pipe is [`Printed::ReaderGone`],
+/// not an error.
+pub(crate) fn print(bytes: &[u8]) -> io::Result<Printed> {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(Printed::All),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Printed::ReaderGone),
+        Err(e) => Err(e),
+    }
+}
+
+/// Environment variable that `install --namespace` and `render`/`check`/`diff
+/// --healer-namespace` all read, so one setting serves both sides.
+pub const HEALER_NAMESPACE_ENV: &str = "CELLD_GEN_HEALER_NAMESPACE";
+
+/// `--healer-namespace`, shared by `render`, `check` and `diff` (they must render alike).
+#[derive(Args, Debug, Clone, Default)]
+pub struct HealerNamespaceArg {
+    /// Namespace the healer runs in: the one given to `celld-gen install --namespace`.
+    /// Each fleet NetworkPolicy admits the healer Pods of this namespace to the peer
+    /// port; a wrong one leaves every fleet unhealed. Also read from
+    /// CELLD_GEN_HEALER_NAMESPACE (which `install` reads too); when both are set they
+    /// must agree. [default: celld-system]
+    #[arg(long, value_name = "NS")]
+    pub healer_namespace: Option<String>,
+}
+
+impl HealerNamespaceArg {
+    /// The render options these flags (and the environment) ask for.
+    pub fn options(&self) -> Result<RenderOptions, HealerNamespaceError> {
+        Ok(RenderOptions {
+            healer_namespace: healer_namespace(
+                "--healer-namespace",
+                self.healer_namespace.as_deref(),
+                std::env::var(HEALER_NAMESPACE_ENV).ok().as_deref(),
+            )?,
+        })
+    }
+}
+
+/// The healer's namespace cannot be decided.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HealerNamespaceError {
+    /// The flag and the environment variable name different namespaces.
+    #[error(
+        "{flag} `{flag_value}` disagrees with {HEALER_NAMESPACE_ENV}=`{env_value}`: the \
+         healer would run in one namespace and the fleet NetworkPolicies admit the other; \
+         unset one, or give both the same value"
+    )]
+    Conflict {
+        /// `--healer-namespace` or `--namespace`.
+        flag: &'static str,
+        /// Its value.
+        flag_value: String,
+        /// The environment's value.
+        env_value: String,
+    },
+    /// Not a namespace name.
+    #[error(
+        "{origin} `{value}` is not a namespace name (a DNS label: at most 63 lowercase \
+         letters, digits and `-`, starting and ending with a letter or digit)"
+    )]
+    Invalid {
+        /// Where the value came from.
+        origin: String,
+        /// The value.
+        value: String,
+    },
+}
+
+/// Decides the healer's namespace from a flag and [`HEALER_NAMESPACE_ENV`] (an empty
+/// variable counts as unset): either one, or both when equal, else the default
+/// [`HEALER_NAMESPACE`]. `install` and `render` both call this, so the default and the
+/// rules are written once.
+pub fn healer_namespace(
+    flag: &'static str,
+    flag_value: Option<&str>,
+    env_value: Option<&str>,
+) -> Result<String, HealerNamespaceError> {
+    let env_value = env_value.filter(|v| !v.is_empty());
+    let (origin, value) = match (flag_value, env_value) {
+        (Some(f), Some(e)) if f != e => {
+            return Err(HealerNamespaceError::Conflict {
+                flag,
+                flag_value: f.to_owned(),
+                env_value: e.to_owned(),
+            });
+        }
+        (Some(f), _) => (flag.to_owned(), f),
+        (None, Some(e)) => (HEALER_NAMESPACE_ENV.to_owned(), e),
+        (None, None) => return Ok(HEALER_NAMESPACE.to_owned()),
+    };
+    if !is_dns_label(value, 63) {
+        return Err(HealerNamespaceError::Invalid {
+            origin,
+            value: value.to_owned(),
+        });
+    }
+    Ok(value.to_owned())
+}
+
+/// Prints a usage error of ours (not clap's) and returns the exit code to use.
+fn usage_error(e: &dyn std::fmt::Display, code: u8) -> u8 {
+    let _ = writeln!(anstream::stderr(), "error: {e}");
+    code
 }

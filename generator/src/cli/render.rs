@@ -7,7 +7,7 @@ use std::time::Instant;
 use clap::Args;
 
 use super::check::{dangerous_edits, load_and_render, print_findings};
-use super::{FAILED, OK, plural, report};
+use super::{FAILED, HealerNamespaceArg, OK, Printed, plural, print, report};
 use crate::output::{self, Allow};
 
 const EXAMPLES: &str = "\
@@ -16,6 +16,8 @@ Examples:
   celld-gen render fleets/alpha.yaml fleets/beta.yaml -o deploy/
   celld-gen render fleets/ --stdout | kubectl apply --server-side -f -
   celld-gen render fleets/ -o deploy/ --allow-removal   # ledger/old's file was deleted on purpose
+  celld-gen render - --stdout < fleets/alpha.yaml   # `-`: one fleet file from stdin
+  celld-gen render fleets/ -o deploy/ --healer-namespace ops   # after install --namespace ops
 
 Safety: render refuses (exit 1, nothing written) to remove a fleet folder from DIR unless
 --allow-removal, and to render zero fleets unless --allow-empty; behind Argo CD or Flux
@@ -35,7 +37,8 @@ Output layout (-o DIR):
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct RenderArgs {
-    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml).
+    /// Fleet files, or directories searched recursively for fleet files (*.yaml, *.yml);
+    /// `-` reads one fleet file from standard input (shown as `<stdin>` in messages).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Output directory (replaced as a whole).
@@ -61,18 +64,25 @@ pub struct RenderArgs {
     /// List every file and folder that was not read as a fleet, and why (on stderr).
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub healer: HealerNamespaceArg,
 }
 
 pub fn run(args: RenderArgs) -> u8 {
     let start = Instant::now();
-    let exclude: Vec<&std::path::Path> = args.output.iter().map(PathBuf::as_path).collect();
-    let (fleets, bundle) = match load_and_render(&args.paths, &exclude, args.verbose).0 {
-        Ok(r) => r,
-        Err(d) => {
-            report(&d, "nothing was written");
-            return FAILED;
-        }
+    let options = match args.healer.options() {
+        Ok(o) => o,
+        Err(e) => return super::usage_error(&e, FAILED),
     };
+    let exclude: Vec<&std::path::Path> = args.output.iter().map(PathBuf::as_path).collect();
+    let (fleets, bundle) =
+        match load_and_render(&args.paths, &exclude, args.verbose, &options).result {
+            Ok(r) => r,
+            Err(d) => {
+                report(&d, "nothing was written");
+                return FAILED;
+            }
+        };
     let allow = Allow {
         removal: args.allow_removal,
         empty: args.allow_empty,
@@ -90,17 +100,14 @@ pub fn run(args: RenderArgs) -> u8 {
     }
     let fleets = fleets.len();
     let target = match &args.output {
-        None => {
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = out
-                .write_all(bundle.stream().as_bytes())
-                .and_then(|_| out.flush())
-            {
+        None => match print(bundle.stream().as_bytes()) {
+            Ok(Printed::All) => "standard output".to_owned(),
+            Ok(Printed::ReaderGone) => return OK,
+            Err(e) => {
                 let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
                 return FAILED;
             }
-            "standard output".to_owned()
-        }
+        },
         Some(dir) => match output::write_tree(dir, &bundle) {
             Ok(output::WriteOutcome::Replaced) => format!("{}", dir.display()),
             Ok(output::WriteOutcome::Unchanged) => {

@@ -215,11 +215,14 @@ pub fn run_crds() -> u8 {
 
 fn print_json(v: &Value) -> u8 {
     let text = serde_json::to_string_pretty(v).expect("JSON values serialize");
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
-        return FAILED;
+    // A closed pipe (`schema | head`) is fine; any other write error fails.
+    match super::print(format!("{text}\n").as_bytes()) {
+        Ok(_) => OK,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
+            FAILED
+        }
     }
-    OK
 }
 
 #[cfg(test)]

@@ -360,11 +360,8 @@ fn the_crd_carries_every_bound_from_its_constant() {
     let expect: Vec<(&str, &str, Value)> = vec![
         ("placement/zones", "minItems", json!(d::ZONES_BOUNDS.min)),
         ("placement/zones", "maxItems", json!(d::MAX_ZONES)),
-        (
-            "placement/zones/[]",
-            "maxLength",
-            json!(d::MAX_REGION_LENGTH + 1),
-        ),
+        ("placement/zones/[]", "maxLength", json!(d::MAX_ZONE_LENGTH)),
+        ("placement/zones/[]", "pattern", json!(f::ZONE_PATTERN)),
         ("env", "maxItems", json!(d::MAX_ENV)),
         ("env/[]/name", "maxLength", json!(d::MAX_ENV_NAME_LENGTH)),
         ("env/[]/name", "pattern", json!(f::ENV_NAME_PATTERN)),
@@ -523,6 +520,7 @@ fn the_crd_carries_every_bound_from_its_constant() {
     has(spec, cel::bucket_workload_only_for_bucket(), "spec");
     has(spec, cel::storage_class_iff_persistent(), "spec");
     has(spec, cel::zones_of_region(), "spec");
+    has(spec, cel::aws_region_without_endpoint(), "spec");
     let capacity = prop("capacity");
     for r in [
         cel::capacity_members_ordered(),

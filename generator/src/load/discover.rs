@@ -65,6 +65,11 @@ pub fn discover(paths: &[PathBuf], options: &Options) -> Discovery {
         out: Discovery::default(),
     };
     for p in paths {
+        if p.as_os_str() == super::STDIN_ARG {
+            // Standard input can be read once: naming it twice adds nothing.
+            s.add(p, p.clone(), true);
+            continue;
+        }
         // A path named on the command line is followed even when it is a symlink: the
         // user chose it. Only links met while searching are left alone.
         let canonical = match fs::canonicalize(p) {

@@ -39,6 +39,8 @@ pub struct Loaded {
     pub result: Result<Vec<LoadedFleet>, Vec<Diagnostic>>,
     /// Files and folders passed over, sorted by path.
     pub skipped: Vec<Skipped>,
+    /// Every file read, as diagnostics name it (`<stdin>` for `-`), sorted.
+    pub files: Vec<PathBuf>,
 }
 
 /// Reads every fleet file named by `paths` (files, or directories searched recursively
@@ -55,10 +57,13 @@ pub fn load(paths: &[PathBuf], options: &Options) -> Loaded {
     let mut skipped = found.skipped;
     let mut errors = found.errors;
     let mut texts = Vec::with_capacity(found.files.len());
+    let mut files = Vec::with_capacity(found.files.len());
     for file in found.files {
-        match read_text(&file.path) {
+        let shown = display_path(&file.path);
+        files.push(shown.clone());
+        match read_text(&file.path, &shown) {
             Ok(text) => texts.push(Source {
-                path: file.path,
+                path: shown,
                 text,
                 explicit: file.explicit,
             }),
@@ -76,7 +81,48 @@ pub fn load(paths: &[PathBuf], options: &Options) -> Loaded {
     }
     skipped.sort();
     skipped.dedup();
-    Loaded { result, skipped }
+    files.sort();
+    Loaded {
+        result,
+        skipped,
+        files,
+    }
+}
+
+/// The path argument that stands for standard input.
+pub const STDIN_ARG: &str = "-";
+/// How diagnostics name standard input.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Whether a diagnostic's file is standard input.
+pub fn is_stdin_name(path: &Path) -> bool {
+    path.as_os_str() == STDIN_NAME
+}
+
+/// The path diagnostics show for an input: `<stdin>` for `-`.
+fn display_path(path: &Path) -> PathBuf {
+    if path.as_os_str() == STDIN_ARG {
+        PathBuf::from(STDIN_NAME)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// The bytes of an input file, or of standard input for `-` (read once and kept).
+fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    static STDIN: std::sync::OnceLock<Result<Vec<u8>, String>> = std::sync::OnceLock::new();
+    if path.as_os_str() != STDIN_ARG {
+        return std::fs::read(path);
+    }
+    STDIN
+        .get_or_init(|| {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+                .map(|_| buf)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(std::io::Error::other)
 }
 
 /// A file's text, and whether it was named on the command line (a named file must hold a
@@ -91,9 +137,11 @@ pub struct Source {
     pub explicit: bool,
 }
 
-/// Reads a file as UTF-8; invalid UTF-8 is reported at its line, column and byte offset.
-fn read_text(path: &Path) -> Result<String, Diagnostic> {
-    let bytes = std::fs::read(path).map_err(|e| {
+/// Reads a file (or standard input) as UTF-8; invalid UTF-8 is reported at its line,
+/// column and byte offset. `shown` names it in diagnostics.
+fn read_text(arg: &Path, shown: &Path) -> Result<String, Diagnostic> {
+    let path = shown;
+    let bytes = read_bytes(arg).map_err(|e| {
         Diagnostic::whole_file(path, format!("cannot read file: {e}"), "a readable file")
     })?;
     String::from_utf8(bytes).map_err(|e| {

@@ -21,7 +21,6 @@ pub struct Keys {
     managed_by_value: &'static str,
     healer_name_label: &'static str,
     healer_name: &'static str,
-    healer_namespace: &'static str,
     argocd_sync_options: &'static str,
     argocd_sync_wave: &'static str,
     flux_prune: &'static str,
@@ -38,7 +37,6 @@ const KEYS: Keys = Keys {
     managed_by_value: labels::MANAGED_BY_VALUE,
     healer_name_label: labels::HEALER_NAME_LABEL,
     healer_name: labels::HEALER_NAME,
-    healer_namespace: labels::HEALER_NAMESPACE,
     argocd_sync_options: labels::ARGOCD_SYNC_OPTIONS,
     argocd_sync_wave: ARGOCD_SYNC_WAVE,
     flux_prune: labels::FLUX_PRUNE,
@@ -106,6 +104,10 @@ pub struct FleetContext {
     spec: serde_json::Value,
     workload: Workload,
     reservation: Reservation,
+    /// Namespace of the healer Pods the NetworkPolicy admits to the peer port.
+    healer_namespace: String,
+    /// The credentials agent members may reach (null: `enabled: false`).
+    credentials_agent: Option<AgentContext>,
     /// Extra egress destinations after the fixed rules, in order.
     egress: Vec<EgressRule>,
     routing: Option<RoutingContext>,
@@ -193,6 +195,14 @@ impl EnvEntry {
 }
 
 #[derive(Serialize)]
+struct AgentContext {
+    cidr: String,
+    port: i32,
+    /// Whether this is the default (the EKS Pod Identity agent), for the comment.
+    default: bool,
+}
+
+#[derive(Serialize)]
 struct Reservation {
     name: String,
     bucket: String,
@@ -249,8 +259,16 @@ pub struct ContextError {
 }
 
 impl FleetContext {
-    /// Computes the template context of a validated fleet.
+    /// Computes the template context of a validated fleet, with default options.
     pub fn new(fleet: &CelldFleet) -> Result<FleetContext, ContextError> {
+        Self::with_options(fleet, &crate::render::RenderOptions::default())
+    }
+
+    /// Computes the template context of a validated fleet.
+    pub fn with_options(
+        fleet: &CelldFleet,
+        options: &crate::render::RenderOptions,
+    ) -> Result<FleetContext, ContextError> {
         let spec = &fleet.spec;
         let name = fleet.metadata.name.clone().unwrap_or_default();
         let namespace = fleet.metadata.namespace.clone().unwrap_or_default();
@@ -357,6 +375,12 @@ impl FleetContext {
                 env: env(fleet, &name, &namespace),
             },
             reservation,
+            healer_namespace: options.healer_namespace.clone(),
+            credentials_agent: spec.credentials_agent().map(|(cidr, port)| AgentContext {
+                cidr: cidr.to_owned(),
+                port,
+                default: spec.credentials_agent.is_none(),
+            }),
             egress,
             routing,
             name,

@@ -156,10 +156,35 @@ impl RenderError {
     }
 }
 
+/// Settings of a render that come from the command line, not from the fleet files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// Namespace of the healer, which every fleet NetworkPolicy admits to the peer port:
+    /// the namespace `celld-gen install --namespace` put it in (both default to
+    /// [`labels::HEALER_NAMESPACE`]).
+    pub healer_namespace: String,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            healer_namespace: labels::HEALER_NAMESPACE.to_owned(),
+        }
+    }
+}
+
 /// The objects of one fleet, in the order they should be applied, each checked by
-/// parsing it back into its typed form.
+/// parsing it back into its typed form, with the default [`RenderOptions`].
 pub fn render_fleet(fleet: &CelldFleet) -> Result<RenderedFleet, RenderError> {
-    let ctx = FleetContext::new(fleet).map_err(|e| RenderError {
+    render_fleet_with(fleet, &RenderOptions::default())
+}
+
+/// [`render_fleet`] with explicit options.
+pub fn render_fleet_with(
+    fleet: &CelldFleet,
+    options: &RenderOptions,
+) -> Result<RenderedFleet, RenderError> {
+    let ctx = FleetContext::with_options(fleet, options).map_err(|e| RenderError {
         field: e.field,
         message: e.message,
     })?;
@@ -333,8 +358,16 @@ impl Bundle {
 
 /// Renders every loaded fleet into a bundle, or returns every problem: fleets that
 /// cannot be rendered, and fleets that conflict with each other (same namespace and
-/// name, same identity, same bucket and prefix).
+/// name, same identity, same bucket and prefix). Default [`RenderOptions`].
 pub fn render_all(fleets: &[LoadedFleet]) -> Result<Bundle, Vec<Diagnostic>> {
+    render_all_with(fleets, &RenderOptions::default())
+}
+
+/// [`render_all`] with explicit options.
+pub fn render_all_with(
+    fleets: &[LoadedFleet],
+    options: &RenderOptions,
+) -> Result<Bundle, Vec<Diagnostic>> {
     let mut sorted: Vec<&LoadedFleet> = fleets.iter().collect();
     sorted.sort_by(|a, b| {
         let key = |f: &LoadedFleet| {
@@ -347,7 +380,7 @@ pub fn render_all(fleets: &[LoadedFleet]) -> Result<Bundle, Vec<Diagnostic>> {
     });
 
     let mut problems = conflicts(&sorted);
-    let rendered = render_each(&sorted);
+    let rendered = render_each(&sorted, options);
     let mut out = Vec::with_capacity(sorted.len());
     for (f, r) in sorted.iter().zip(rendered) {
         match r {
@@ -365,13 +398,19 @@ pub fn render_all(fleets: &[LoadedFleet]) -> Result<Bundle, Vec<Diagnostic>> {
 
 /// Renders fleets on every core: the work is independent per fleet, and rendering
 /// 1,000 fleets is dominated by the parse-back checks.
-fn render_each(fleets: &[&LoadedFleet]) -> Vec<Result<RenderedFleet, RenderError>> {
+fn render_each(
+    fleets: &[&LoadedFleet],
+    options: &RenderOptions,
+) -> Vec<Result<RenderedFleet, RenderError>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(fleets.len().div_ceil(16).max(1));
     if threads <= 1 {
-        return fleets.iter().map(|f| render_fleet(&f.fleet)).collect();
+        return fleets
+            .iter()
+            .map(|f| render_fleet_with(&f.fleet, options))
+            .collect();
     }
     let chunk = fleets.len().div_ceil(threads);
     std::thread::scope(|s| {
@@ -380,7 +419,7 @@ fn render_each(fleets: &[&LoadedFleet]) -> Vec<Result<RenderedFleet, RenderError
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|f| render_fleet(&f.fleet))
+                        .map(|f| render_fleet_with(&f.fleet, options))
                         .collect::<Vec<_>>()
                 })
             })

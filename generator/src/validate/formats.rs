@@ -7,7 +7,7 @@
 
 use crate::api::defaults::{
     BUCKET_LENGTH_BOUNDS, IDENTITY_LENGTH, MAX_DNS_LABEL_LENGTH, MAX_DNS_SUBDOMAIN_LENGTH,
-    MAX_ENV_NAME_LENGTH, MAX_REGION_LENGTH, MAX_SECRET_KEY_LENGTH,
+    MAX_ENV_NAME_LENGTH, MAX_REGION_LENGTH, MAX_SECRET_KEY_LENGTH, MAX_ZONE_LENGTH,
 };
 
 /// [`is_dns_label`] (with `maxLength`).
@@ -20,8 +20,29 @@ pub const ROUTE_HOSTNAME_PATTERN: &str =
     "^(\\*\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /// The bucket rule of `spec.storage.bucket` (with `minLength`/`maxLength`).
 pub const BUCKET_PATTERN: &str = "^[a-z0-9][-a-z0-9]*[a-z0-9]$";
-/// [`is_region`] (with `maxLength`).
-pub const REGION_PATTERN: &str = "^[a-z]{2}(-[a-z]+)+-[0-9]+$";
+/// [`is_region`] (with `maxLength`): [`AWS_REGION_PATTERN`], [`GCP_REGION_PATTERN`] or
+/// [`AZURE_REGION_PATTERN`].
+pub const REGION_PATTERN: &str = "^([a-z]{2}(-[a-z]+)+-[0-9]+|[a-z]+-[a-z]+[0-9]+|[a-z]+[0-9]*)$";
+/// An AWS region: `us-east-1`, `ap-southeast-2`, `us-gov-west-1`.
+pub const AWS_REGION_PATTERN: &str = "^[a-z]{2}(-[a-z]+)+-[0-9]+$";
+/// A Google Cloud region: `us-central1`, `europe-west4`.
+pub const GCP_REGION_PATTERN: &str = "^[a-z]+-[a-z]+[0-9]+$";
+/// An Azure region: `eastus`, `westeurope`, `eastus2` (also what S3-compatible stores
+/// often take, such as `auto`).
+pub const AZURE_REGION_PATTERN: &str = "^[a-z]+[0-9]*$";
+/// [`is_zone_name`] (with `maxLength` [`MAX_ZONE_LENGTH`]): a non-empty label value.
+pub const ZONE_PATTERN: &str = "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+
+/// The zone formats `placement.zones` accepts, for `--help`, the schema and the docs.
+pub const ZONE_FORMATS: &str = "\
+With zoneFormat Cloud (the default) each zone must be a zone of storage.region as its \
+cloud names it in the topology.kubernetes.io/zone node label: AWS, the region plus a \
+letter (us-east-1a), a Local Zone (us-west-2-lax-1a) or a Wavelength Zone \
+(us-east-1-wl1-bos-wlz-1); Google Cloud, the region, a hyphen and a letter \
+(us-central1-a); Azure, the region, a hyphen and a number (eastus-1). With zoneFormat \
+Any each zone is any label value, as on premises, in an Azure region without \
+availability zones (fault domains 0, 1, 2) or when the bucket is not in the cluster's \
+region; zones are then not checked against storage.region.";
 /// [`is_env_name`] (with `maxLength`).
 pub const ENV_NAME_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
 /// [`is_secret_key`] (with `maxLength`).
@@ -100,17 +121,123 @@ pub fn is_bucket(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-/// An explicit region such as `us-east-1`: two letters, one or more words, a number.
-pub fn is_region(s: &str) -> bool {
+/// Which cloud's naming a region follows. The three shapes are disjoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// [`AWS_REGION_PATTERN`].
+    Aws,
+    /// [`GCP_REGION_PATTERN`].
+    Gcp,
+    /// [`AZURE_REGION_PATTERN`].
+    Azure,
+}
+
+fn is_lower(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Lowercase letters then digits (`central1`, `eastus2` when `digits_optional`).
+fn letters_then_digits(s: &str, digits_optional: bool) -> bool {
+    let split = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
+    let (letters, digits) = s.split_at(split);
+    is_lower(letters) && (is_digits(digits) || (digits_optional && digits.is_empty()))
+}
+
+/// The naming a region follows, or `None` when it is not a region name.
+pub fn region_kind(s: &str) -> Option<RegionKind> {
+    if s.len() > MAX_REGION_LENGTH {
+        return None;
+    }
     let parts: Vec<&str> = s.split('-').collect();
-    s.len() <= MAX_REGION_LENGTH
-        && parts.len() >= 3
-        && parts[0].len() == 2
-        && parts[..parts.len() - 1]
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
-        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
-        && !parts[parts.len() - 1].is_empty()
+    match parts.as_slice() {
+        [one] => letters_then_digits(one, true).then_some(RegionKind::Azure),
+        [first, second] => {
+            (is_lower(first) && letters_then_digits(second, false)).then_some(RegionKind::Gcp)
+        }
+        [first, middle @ .., last] => (first.len() == 2
+            && is_lower(first)
+            && middle.iter().all(|p| is_lower(p))
+            && is_digits(last))
+        .then_some(RegionKind::Aws),
+        [] => None,
+    }
+}
+
+/// A region name as AWS (`us-east-1`), Google Cloud (`us-central1`) or Azure (`eastus`)
+/// writes it.
+pub fn is_region(s: &str) -> bool {
+    region_kind(s).is_some()
+}
+
+/// A zone as the `topology.kubernetes.io/zone` label may hold it: a non-empty label
+/// value (what `placement.zoneFormat: Any` accepts).
+pub fn is_zone_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_ZONE_LENGTH && is_label_value(s)
+}
+
+/// Whether `zone` is a zone of `region` in its cloud's format ([`ZONE_FORMATS`]).
+pub fn is_zone_of_region(zone: &str, region: &str) -> bool {
+    let (Some(kind), Some(rest)) = (region_kind(region), zone.strip_prefix(region)) else {
+        return false;
+    };
+    if !is_zone_name(zone) {
+        return false;
+    }
+    let Some(suffix) = rest.strip_prefix('-') else {
+        // Only AWS appends the letter directly.
+        return kind == RegionKind::Aws && rest.len() == 1 && is_lower(rest);
+    };
+    let parts: Vec<&str> = suffix.split('-').collect();
+    match kind {
+        // Local Zone `-lax-1a`, Wavelength Zone `-wl1-bos-wlz-1`.
+        RegionKind::Aws => match parts.as_slice() {
+            [city, n] => {
+                is_lower(city)
+                    && n.len() >= 2
+                    && is_digits(&n[..n.len() - 1])
+                    && is_lower(&n[n.len() - 1..])
+            }
+            [wl, city, "wlz", n] => {
+                wl.strip_prefix("wl").is_some_and(is_digits) && is_lower(city) && is_digits(n)
+            }
+            _ => false,
+        },
+        RegionKind::Gcp => suffix.len() == 1 && is_lower(suffix),
+        RegionKind::Azure => is_digits(suffix) && !suffix.starts_with('0'),
+    }
+}
+
+/// Examples of zones of `region`, for messages.
+pub fn zone_examples(region: &str) -> String {
+    match region_kind(region) {
+        Some(RegionKind::Aws) => format!(
+            "{region}a, a Local Zone such as {region}-lax-1a or a Wavelength Zone such as \
+             {region}-wl1-bos-wlz-1"
+        ),
+        Some(RegionKind::Gcp) => format!("{region}-a"),
+        Some(RegionKind::Azure) => format!("{region}-1"),
+        None => "a zone of storage.region".to_owned(),
+    }
+}
+
+/// The short forms `init --zones` expands with the region: a letter for AWS
+/// (`a` -> `us-east-1a`) and Google Cloud (`a` -> `us-central1-a`), a number for Azure
+/// (`1` -> `eastus-1`). Anything else is taken as written.
+pub fn expand_zone(zone: &str, region: &str) -> String {
+    match region_kind(region) {
+        Some(RegionKind::Aws) if zone.len() == 1 && is_lower(zone) => format!("{region}{zone}"),
+        Some(RegionKind::Gcp) if zone.len() == 1 && is_lower(zone) => {
+            format!("{region}-{zone}")
+        }
+        Some(RegionKind::Azure) if zone.len() == 1 && is_digits(zone) && zone != "0" => {
+            format!("{region}-{zone}")
+        }
+        _ => zone.to_owned(),
+    }
 }
 
 /// A Secret key: letters, digits, `-`, `_` or `.`, at most 253 characters.
@@ -302,6 +429,69 @@ mod tests {
     }
 
     #[test]
+    fn regions_of_each_cloud() {
+        for (r, k) in [
+            ("us-east-1", RegionKind::Aws),
+            ("us-gov-west-1", RegionKind::Aws),
+            ("ap-southeast-2", RegionKind::Aws),
+            ("us-central1", RegionKind::Gcp),
+            ("northamerica-northeast1", RegionKind::Gcp),
+            ("eastus", RegionKind::Azure),
+            ("eastus2", RegionKind::Azure),
+        ] {
+            assert_eq!(region_kind(r), Some(k), "{r}");
+        }
+        for r in [
+            "",
+            "us-1",
+            "us--1",
+            "u-east-1",
+            "US-east-1",
+            "us-central",
+            "1eastus",
+            "eastus-",
+        ] {
+            assert_eq!(region_kind(r), None, "{r}");
+        }
+    }
+
+    #[test]
+    fn zones_of_each_cloud() {
+        for (z, r) in [
+            ("us-east-1a", "us-east-1"),
+            ("us-west-2-lax-1a", "us-west-2"),
+            ("us-east-1-wl1-bos-wlz-1", "us-east-1"),
+            ("us-central1-a", "us-central1"),
+            ("europe-west4-c", "europe-west4"),
+            ("eastus-1", "eastus"),
+            ("eastus2-3", "eastus2"),
+        ] {
+            assert!(is_zone_of_region(z, r), "{z} of {r}");
+        }
+        for (z, r) in [
+            ("us-east-2a", "us-east-1"),
+            ("us-east-1", "us-east-1"),
+            ("us-east-1ab", "us-east-1"),
+            ("us-east-1-a", "us-east-1"),
+            ("us-east-1-lax-a", "us-east-1"),
+            ("us-central1a", "us-central1"),
+            ("us-central1-1", "us-central1"),
+            ("eastus-a", "eastus"),
+            ("eastus-0", "eastus"),
+            ("eastus1", "eastus"),
+            ("rack-1", "us-east-1"),
+        ] {
+            assert!(!is_zone_of_region(z, r), "{z} of {r}");
+        }
+        assert!(is_zone_name("rack-1") && is_zone_name("0") && is_zone_name("DC_1.a"));
+        assert!(!is_zone_name("") && !is_zone_name("-a") && !is_zone_name(&"a".repeat(64)));
+        assert_eq!(expand_zone("a", "us-east-1"), "us-east-1a");
+        assert_eq!(expand_zone("a", "us-central1"), "us-central1-a");
+        assert_eq!(expand_zone("2", "eastus"), "eastus-2");
+        assert_eq!(expand_zone("rack-1", "eastus"), "rack-1");
+    }
+
+    #[test]
     fn images() {
         let d = "a".repeat(64);
         assert_eq!(
@@ -356,6 +546,9 @@ mod tests {
             "us-east-1".into(),
             "us-east-1a".into(),
             "eu-central-2".into(),
+            "us-central1".into(),
+            "eastus2".into(),
+            "us-west-2-lax-1a".into(),
             "u-east-1".into(),
             "us-1".into(),
             "us--1".into(),
@@ -413,6 +606,8 @@ mod tests {
         let hostname = re(ROUTE_HOSTNAME_PATTERN);
         let bucket = re(BUCKET_PATTERN);
         let region = re(REGION_PATTERN);
+        let aws_region = re(AWS_REGION_PATTERN);
+        let zone = re(ZONE_PATTERN);
         let env = re(ENV_NAME_PATTERN);
         let key = re(SECRET_KEY_PATTERN);
         let image = re(IMAGE_DIGEST_PATTERN);
@@ -441,6 +636,16 @@ mod tests {
                     "region",
                     is_region(s),
                     region.is_match(s) && len(s) <= d::MAX_REGION_LENGTH,
+                ),
+                (
+                    "aws region",
+                    region_kind(s) == Some(RegionKind::Aws),
+                    aws_region.is_match(s) && len(s) <= d::MAX_REGION_LENGTH,
+                ),
+                (
+                    "zone",
+                    is_zone_name(s),
+                    zone.is_match(s) && len(s) <= d::MAX_ZONE_LENGTH,
                 ),
                 (
                     "env name",

@@ -12,7 +12,7 @@ use super::Problem;
 use super::formats::*;
 use super::yaml::{Kind, Node, Pos};
 use crate::api::defaults::Bounds;
-use crate::api::{CapacityMode, CelldFleet, Profile, defaults, labels};
+use crate::api::{CapacityMode, CelldFleet, Profile, ZoneFormat, defaults, labels};
 
 /// Collects problems for one document, locating each field in the source tree.
 pub struct Checker<'a> {
@@ -339,19 +339,30 @@ fn check_placement(c: &mut Checker<'_>, fleet: &CelldFleet) {
         );
     }
     let region = &spec.storage.region;
+    let cloud = spec.zone_format() == ZoneFormat::Cloud;
     // With an invalid region every zone would also be reported; say it once, at the region.
-    let region_ok = !region.is_empty() && region.bytes().last().is_some_and(|b| b.is_ascii_digit());
+    let region_ok = storage::region_ok(&spec.storage);
     for (i, z) in zones.iter().enumerate() {
-        let ok = !region_ok
-            || z.len() == region.len() + 1
-                && z.starts_with(region.as_str())
-                && z.as_bytes()[z.len() - 1].is_ascii_lowercase();
-        c.require(
-            ok,
-            &format!("spec.placement.zones[{i}]"),
-            format!("`{z}` is not a zone of region `{region}`"),
-            format!("the region plus one letter, e.g. {region}a"),
-        );
+        let field = format!("spec.placement.zones[{i}]");
+        if !is_zone_name(z) {
+            c.fail(
+                &field,
+                format!("`{z}` is not a zone name"),
+                "a label value: 1 to 63 letters, digits, `-`, `_` or `.`, starting and ending \
+                 with a letter or digit",
+            );
+        } else if cloud && region_ok && !is_zone_of_region(z, region) {
+            c.fail(
+                &field,
+                format!("`{z}` is not a zone of region `{region}`"),
+                format!(
+                    "a zone of {region} such as {}; or `zoneFormat: Any` in spec.placement \
+                     for zones not named after storage.region (on premises, Azure fault \
+                     domains)",
+                    zone_examples(region)
+                ),
+            );
+        }
         if zones[..i].contains(z) {
             c.fail(
                 &format!("spec.placement.zones[{i}]"),

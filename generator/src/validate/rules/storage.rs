@@ -1,10 +1,45 @@
 //! `spec.storage`: bucket, region, prefix, endpoint, disks.
 
 use super::Checker;
-use crate::api::{CelldFleet, Profile, defaults};
+use crate::api::{CelldFleet, Profile, Storage, defaults};
 use crate::validate::formats::*;
 
+/// Whether `storage.region` passes [`check`]: an AWS region for Amazon S3 (no
+/// endpoint), any cloud's region name with an S3-compatible endpoint.
+pub fn region_ok(s: &Storage) -> bool {
+    if s.endpoint.is_none() {
+        region_kind(&s.region) == Some(RegionKind::Aws)
+    } else {
+        is_region(&s.region)
+    }
+}
+
+/// `spec.credentialsAgent`.
+fn check_credentials_agent(c: &mut Checker<'_>, fleet: &CelldFleet) {
+    let Some(a) = &fleet.spec.credentials_agent else {
+        return;
+    };
+    if a.enabled == Some(false) && (a.cidr.is_some() || a.port.is_some()) {
+        c.fail(
+            "spec.credentialsAgent.enabled",
+            "cidr and port describe an agent that `enabled: false` turns off",
+            "either enabled: false alone, or cidr and port without enabled: false",
+        );
+    }
+    if let Some(cidr) = &a.cidr
+        && single_host_cidr(cidr).is_none()
+    {
+        c.fail(
+            "spec.credentialsAgent.cidr",
+            format!("`{cidr}` does not name exactly one address"),
+            "an address with /32 (IPv4) or /128 (IPv6), e.g. 169.254.170.23/32",
+        );
+    }
+    c.range(a.port, "spec.credentialsAgent.port", defaults::PORT_BOUNDS);
+}
+
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
+    check_credentials_agent(c, fleet);
     let s = &fleet.spec.storage;
     c.require(
         is_bucket(&s.bucket),
@@ -12,12 +47,24 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
         format!("`{}` is not a valid bucket name", s.bucket),
         "3 to 63 lowercase letters, digits or hyphens, starting and ending with a letter or digit",
     );
-    c.require(
-        is_region(&s.region),
-        "spec.storage.region",
-        format!("`{}` is not a region name", s.region),
-        "an explicit region such as us-east-1 or eu-central-2",
-    );
+    // Without an endpoint the bucket is on Amazon S3, so only AWS names will do; an
+    // S3-compatible store (GCS, MinIO) may take Google Cloud or Azure names.
+    if s.endpoint.is_none() {
+        c.require(
+            region_ok(s),
+            "spec.storage.region",
+            format!("`{}` is not a region name of Amazon S3", s.region),
+            "an AWS region such as us-east-1 or eu-central-2 (without storage.endpoint the \
+             bucket is on Amazon S3; Google Cloud and Azure names need storage.endpoint)",
+        );
+    } else {
+        c.require(
+            region_ok(s),
+            "spec.storage.region",
+            format!("`{}` is not a region name", s.region),
+            "a region such as us-east-1 (AWS), us-central1 (Google Cloud) or eastus (Azure)",
+        );
+    }
     if let Some(p) = &s.prefix {
         c.require(
             is_dns_label(p, defaults::MAX_DNS_LABEL_LENGTH),

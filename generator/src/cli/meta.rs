@@ -1,0 +1,125 @@
+//! `celld-gen version`, `completion` and `man`: what a packaged command line is expected
+//! to offer, all generated from the same clap definition as `--help`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, ValueEnum};
+use clap_complete::Shell;
+
+use super::{Cli, FAILED, OK, Printed, print};
+use crate::version;
+
+const VERSION_EXAMPLES: &str = "\
+Examples:
+  celld-gen version
+  celld-gen version --format json | jq -r .commit";
+
+#[derive(Args, Debug)]
+#[command(after_help = VERSION_EXAMPLES)]
+pub struct VersionArgs {
+    /// `text` (three lines) or `json` (one object: version, commit, kubernetes
+    /// {min, max}).
+    #[arg(long, value_enum, default_value_t = VersionFormat::Text)]
+    pub format: VersionFormat,
+}
+
+/// Output format of `version`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionFormat {
+    /// `celld-gen 0.1.0`, `commit: ...`, `kubernetes: 1.36`.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+const COMPLETION_EXAMPLES: &str = "\
+Examples:
+  celld-gen completion bash > /etc/bash_completion.d/celld-gen
+  celld-gen completion zsh > \"${fpath[1]}/_celld-gen\"
+  celld-gen completion fish > ~/.config/fish/completions/celld-gen.fish
+  celld-gen completion powershell >> $PROFILE";
+
+#[derive(Args, Debug)]
+#[command(after_help = COMPLETION_EXAMPLES)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+const MAN_EXAMPLES: &str = "\
+Examples:
+  celld-gen man > celld-gen.1 && man ./celld-gen.1
+  celld-gen man --dir /usr/local/share/man/man1   # celld-gen.1 and celld-gen-<command>.1
+  celld-gen man | gzip > /usr/local/share/man/man1/celld-gen.1.gz";
+
+#[derive(Args, Debug)]
+#[command(after_help = MAN_EXAMPLES)]
+pub struct ManArgs {
+    /// Write one page per command (`celld-gen.1`, `celld-gen-render.1`, ...) into DIR
+    /// instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn run_version(args: VersionArgs) -> u8 {
+    let text = match args.format {
+        VersionFormat::Text => format!("celld-gen {}\n", version::long_version()),
+        VersionFormat::Json => {
+            let json = serde_json::json!({
+                "version": version::VERSION,
+                "commit": version::GIT_COMMIT,
+                "kubernetes": {
+                    "min": format!("{}.{}", version::KUBERNETES_MIN.0, version::KUBERNETES_MIN.1),
+                    "max": format!("{}.{}", version::KUBERNETES_MAX.0, version::KUBERNETES_MAX.1),
+                },
+            });
+            format!("{json:#}\n")
+        }
+    };
+    finish(print(text.as_bytes()))
+}
+
+pub fn run_completion(args: CompletionArgs) -> u8 {
+    let mut buf = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "celld-gen", &mut buf);
+    finish(print(&buf))
+}
+
+pub fn run_man(args: ManArgs) -> u8 {
+    let cmd = Cli::command();
+    match args.dir {
+        None => {
+            let mut buf = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(cmd).render(&mut buf) {
+                return fail(&format!("rendering the man page: {e}"));
+            }
+            finish(print(&buf))
+        }
+        Some(dir) => {
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                return fail(&format!("creating {}: {e}", dir.display()));
+            }
+            match clap_mangen::generate_to(cmd, &dir) {
+                Ok(()) => {
+                    let _ = writeln!(anstream::stderr(), "man pages written to {}", dir.display());
+                    OK
+                }
+                Err(e) => fail(&format!("writing man pages to {}: {e}", dir.display())),
+            }
+        }
+    }
+}
+
+fn finish(printed: std::io::Result<Printed>) -> u8 {
+    match printed {
+        Ok(_) => OK,
+        Err(e) => fail(&format!("writing to standard output: {e}")),
+    }
+}
+
+fn fail(message: &str) -> u8 {
+    let _ = writeln!(anstream::stderr(), "error: {message}");
+    FAILED
+}

@@ -1,0 +1,71 @@
+//! What `celld-gen version` reports: the crate version, the commit it was built from, and
+//! the Kubernetes versions the rendered objects and the install bundle are made for.
+
+/// The crate version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The git commit (12 hex digits) captured by build.rs, or `unknown` when built without
+/// git (e.g. from a source tarball without `CELLD_GEN_GIT_COMMIT`).
+pub const GIT_COMMIT: &str = env!("CELLD_GEN_GIT_COMMIT");
+
+/// Oldest supported Kubernetes minor: the install bundle's start-at-zero policy is a
+/// MutatingAdmissionPolicy `admissionregistration.k8s.io/v1`, GA in 1.36.
+pub const KUBERNETES_MIN: (u32, u32) = (1, 36);
+
+/// Newest supported Kubernetes minor: the one pinned in tests/k8s-version.env, that the
+/// k8s-openapi feature compiles against and the end-to-end tests run (a test checks they
+/// agree).
+pub const KUBERNETES_MAX: (u32, u32) = (1, 36);
+
+/// The supported range as people write it: `1.36` or `1.35-1.36`.
+pub fn kubernetes_range() -> String {
+    let (lo, hi) = (KUBERNETES_MIN, KUBERNETES_MAX);
+    if lo == hi {
+        format!("{}.{}", lo.0, lo.1)
+    } else {
+        format!("{}.{}-{}.{}", lo.0, lo.1, hi.0, hi.1)
+    }
+}
+
+/// `celld-gen version`'s text, also what `--version` prints after the name.
+pub fn long_version() -> String {
+    format!(
+        "{VERSION}\ncommit: {GIT_COMMIT}\nkubernetes: {}",
+        kubernetes_range()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The newest supported minor is the pinned control plane's (tests/k8s-version.env,
+    /// which the k8s-openapi feature follows), so the range is never written twice.
+    #[test]
+    fn newest_supported_is_the_pinned_version() {
+        let env = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/k8s-version.env");
+        let Ok(text) = std::fs::read_to_string(&env) else {
+            // Built outside the workspace (a packaged crate): nothing to compare with.
+            return;
+        };
+        let pinned = text
+            .lines()
+            .find_map(|l| l.strip_prefix("K8S_VERSION=v"))
+            .expect("K8S_VERSION in tests/k8s-version.env");
+        let mut parts = pinned
+            .split('.')
+            .map(|p| p.parse::<u32>().expect("a number"));
+        let (major, minor) = (parts.next(), parts.next());
+        assert_eq!(
+            (major, minor),
+            (Some(KUBERNETES_MAX.0), Some(KUBERNETES_MAX.1))
+        );
+        assert!(KUBERNETES_MIN <= KUBERNETES_MAX);
+    }
+
+    #[test]
+    fn range_text() {
+        assert_eq!(kubernetes_range(), "1.36");
+        assert!(long_version().contains("\ncommit: "));
+    }
+}
