@@ -723,6 +723,7 @@ fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
         pods,
         claims,
         replica_sets,
+        reservation: None,
     }
 }
 
@@ -763,13 +764,17 @@ fn snapshot_of(
         .iter()
         .map(|(uid, (_, t))| (uid.clone(), *t))
         .collect();
-    let reservation = ctx
-        .stores
-        .reservations
-        .get(&ObjectRef::new(&reservation_name(
-            &fleet.spec.storage.bucket,
-            fleet.spec.storage.prefix.as_deref(),
-        )));
+    // The fresh read brings its own; the caches' otherwise.
+    let reservation = match &g.reservation {
+        Some(fresh) => fresh.clone(),
+        None => ctx
+            .stores
+            .reservations
+            .get(&ObjectRef::new(&reservation_name(
+                &fleet.spec.storage.bucket,
+                fleet.spec.storage.prefix.as_deref(),
+            ))),
+    };
     observe::snapshot(Inputs {
         fleet,
         workload,

@@ -4,15 +4,18 @@
 //! Only `list` is used (with a `metadata.name` field selector where one object is
 //! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation: one list
 //! each of the CelldFleet, StatefulSets and Deployments named after it, Pods carrying its
-//! identity, Pods held by its handoffs, and the namespace's claims; plus its ReplicaSets
-//! (metadata only) for a Deployment fleet. Unlike the caches, the workloads are read by
-//! name whatever their labels, so an unlabelled workload named like the fleet is seen
-//! before any of its claims could be deleted.
+//! identity, Pods held by its handoffs, the namespace's claims, and its bucket
+//! reservation; plus its ReplicaSets (metadata only) for a Deployment fleet. Unlike the
+//! caches, the workloads are read by name whatever their labels, so an unlabelled
+//! workload named like the fleet is seen before any of its claims could be deleted; and
+//! the reservation is read again so a bucket just reserved to another identity (rule V3)
+//! stops growth and healing even while the reservation watch lags (the simulation's
+//! `sim_fails_when_the_reservation_is_not_read_fresh` shows what happens otherwise).
 
 use std::collections::HashSet;
 
-use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
+use celld_gen::api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::ListParams;
@@ -31,11 +34,14 @@ pub struct Gathered {
     pub claims: Vec<PersistentVolumeClaim>,
     /// The fleet's ReplicaSets (metadata only; Deployment fleets).
     pub replica_sets: Vec<ReplicaSet>,
+    /// The bucket reservation as the fresh read found it (`Some(None)`: there is none);
+    /// `None` when gathered from the caches (the reservation cache is used then).
+    pub reservation: Option<Option<Arc<CelldBucketReservation>>>,
 }
 
 /// Number of list requests one fresh read makes, for the request-cost figures.
 pub fn requests(stateful_set: bool) -> usize {
-    if stateful_set { 6 } else { 7 }
+    if stateful_set { 7 } else { 8 }
 }
 
 fn by_name(name: &str) -> ListParams {
@@ -112,6 +118,17 @@ pub async fn read(
         .into_iter()
         .filter(|c| concerns(name, &identity, c))
         .collect();
+    let reserved = reservation_name(
+        &fresh.spec.storage.bucket,
+        fresh.spec.storage.prefix.as_deref(),
+    );
+    let reservation = Api::<CelldBucketReservation>::all(client.clone())
+        .list(&by_name(&reserved))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .map(Arc::new);
     let replica_sets = if fresh.spec.is_stateful_set() {
         Vec::new()
     } else {
@@ -134,6 +151,7 @@ pub async fn read(
             pods,
             claims,
             replica_sets,
+            reservation: Some(reservation),
         },
     )))
 }

@@ -33,7 +33,9 @@ mod tests;
 
 pub use model::{Outcome, run_seed};
 #[cfg(test)]
-pub use model::{run_seed_unconfirmed, run_seed_without_preconditions};
+pub use model::{
+    run_seed_unconfirmed, run_seed_with_cached_reservation, run_seed_without_preconditions,
+};
 
 use crate::time::Span;
 

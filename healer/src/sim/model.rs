@@ -137,6 +137,9 @@ struct FleetObj {
     protected: bool,
     /// The live spec is invalid (an edit the API server let through).
     invalid: bool,
+    /// Its bucket reservation names another identity (another object: the fleet's own
+    /// resourceVersion does not change with it).
+    reserved_elsewhere: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +162,8 @@ enum Fault {
     TransientLost,
     /// The live spec turns invalid for a while.
     Invalid,
+    /// The fleet's bucket reservation names another identity for a while (rule V3).
+    ReservedElsewhere,
 }
 
 /// Summary of one seed.
@@ -230,6 +235,10 @@ struct Sim {
     relost: Vec<(i64, u64)>,
     /// When an invalid spec is fixed.
     revalid_at: Option<i64>,
+    /// When the reservation naming another identity is removed.
+    unreserve_at: Option<i64>,
+    /// The reservation names another identity right after the next handoff commits.
+    reserved_on_commit: bool,
     /// The spec turns invalid right after the next handoff commits.
     invalid_on_commit: bool,
     /// An older fleet with the same identity shows up right after the next commit.
@@ -248,6 +257,8 @@ struct Sim {
     replaying: bool,
     /// Test only: late writes land whatever their preconditions (the mutation check).
     ignore_preconditions: bool,
+    /// The fresh read re-reads the bucket reservation too (false: the mutation check).
+    fresh_reservation: bool,
 }
 
 /// An object of another fleet that shares the identity, or a claim at a huge ordinal.
@@ -370,6 +381,7 @@ impl Sim {
                 gone: false,
                 protected: false,
                 invalid: false,
+                reserved_elsewhere: false,
             },
             next_uid: 1000,
             next_rv: 10,
@@ -398,6 +410,8 @@ impl Sim {
             conflicted: false,
             relost: Vec::new(),
             revalid_at: None,
+            unreserve_at: None,
+            reserved_on_commit: false,
             invalid_on_commit: false,
             conflict_on_commit: false,
             unprotect_at: None,
@@ -406,6 +420,7 @@ impl Sim {
             in_flight: Vec::new(),
             replaying: false,
             ignore_preconditions: false,
+            fresh_reservation: true,
         };
         sim.fleet.finalizer = !sim.rng.chance(10);
         sim.faults_left = sim.rng.range(2, 4) as u32;
@@ -861,6 +876,7 @@ impl Sim {
             Fault::HandDeletedClaim,
             Fault::TransientLost,
             Fault::Invalid,
+            Fault::ReservedElsewhere,
         ];
         let f = kinds[self.rng.below(kinds.len() as u64) as usize];
         let n = self.fleet.members.max(1) as u32;
@@ -997,6 +1013,18 @@ impl Sim {
                 self.fleet.rv = self.rv();
                 let t = self.now + self.rng.range(60, 1_200) * 1000;
                 self.revalid_at = Some(t);
+                end = t;
+            }
+            Fault::ReservedElsewhere if self.rng.chance(40) => {
+                // Armed: the reservation turns up right after the next handoff commits,
+                // so a committed handoff meets rule H2 under V3.
+                self.reserved_on_commit = true;
+            }
+            Fault::ReservedElsewhere => {
+                self.fleet.reserved_elsewhere = true;
+                let t = self.now + self.rng.range(60, 1_200) * 1000;
+                self.unreserve_at = Some(t);
+                self.kick();
                 end = t;
             }
             Fault::HandDeletedClaim => {
@@ -1148,6 +1176,12 @@ impl Sim {
                 i += 1;
             }
         }
+        if self.unreserve_at.is_some_and(|t| t <= now) {
+            self.unreserve_at = None;
+            self.fleet.reserved_elsewhere = false;
+            self.log(|| "the other identity's reservation removed".into());
+            self.kick();
+        }
         if self.revalid_at.is_some_and(|t| t <= now) {
             self.revalid_at = None;
             self.fleet.invalid = false;
@@ -1297,7 +1331,10 @@ impl Sim {
                 deleting: self.fleet.deleting,
                 deletion_protected: self.fleet.protected,
                 identity_conflict: self.conflicted.then(|| "apps/original".into()),
-                reservation: None,
+                reservation: self.fleet.reserved_elsewhere.then(|| s::Reservation {
+                    name: "s3-ledger".into(),
+                    identity: Some("someoneelse0000000000000000".into()),
+                }),
                 invalid: if self.fleet.invalid {
                     vec!["spec.members: out of range (expected 1..100)".into()]
                 } else {
@@ -1347,15 +1384,18 @@ impl Sim {
             self.views.pop_front();
         }
         let n = self.views.len() as u64;
-        let (a, b, c, d) = (
+        let (a, b, c, d, e) = (
+            self.rng.below(n) as usize,
             self.rng.below(n) as usize,
             self.rng.below(n) as usize,
             self.rng.below(n) as usize,
             self.rng.below(n) as usize,
         );
         let mut v = truth.clone();
-        // The CelldFleet lags too (its protection, pause, validity, resourceVersion).
+        // The CelldFleet lags too (its protection, pause, validity, resourceVersion), and
+        // the reservation cache on its own.
         v.fleet = self.views[d].fleet.clone();
+        v.fleet.reservation = self.views[e].fleet.reservation.clone();
         v.pods = self.views[a].pods.clone();
         v.claims = self.views[b].claims.clone();
         v.workload = self.views[c].workload.clone();
@@ -1434,6 +1474,11 @@ impl Sim {
             && !self.skip_confirmation
         {
             self.track_lost(&mut truth);
+            if !self.fresh_reservation {
+                // What the runtime did before: the fresh read re-listed the fleet's own
+                // objects only, and the reservation came from its cache.
+                truth.fleet.reservation = snap.fleet.reservation.clone();
+            }
             let fresh = crate::decide(&truth, now, &self.cfg);
             match confirm::confirm(a, &fresh) {
                 Confirmation::Confirmed(x) | Confirmation::Instead(x) => action = Some(x),
@@ -1456,7 +1501,10 @@ impl Sim {
         // (At most one write per reconcile holds by construction: a plan has one action.)
         let mut ok = true;
         if let Some(a) = &action {
-            self.check_allowed(a)?;
+            // A write its preconditions refuse changes nothing, whatever it aimed at.
+            if self.preconditions_hold(a) {
+                self.check_allowed(a)?;
+            }
             ok = self.act(a)?;
         }
         // The healer may crash before its status write (or between any two writes).
@@ -1680,6 +1728,13 @@ impl Sim {
                     self.safety_only = true;
                     self.converge_by = None;
                 }
+                if std::mem::take(&mut self.reserved_on_commit) {
+                    self.log(|| "another identity's reservation appeared after the commit".into());
+                    self.fleet.reserved_elsewhere = true;
+                    let t = self.now + self.rng.range(60, 300) * 1000;
+                    self.unreserve_at = Some(t);
+                    self.interrupted();
+                }
                 if std::mem::take(&mut self.invalid_on_commit) {
                     self.log(|| "the spec turned invalid after the commit".into());
                     self.fleet.invalid = true;
@@ -1703,7 +1758,12 @@ impl Sim {
                 }
                 self.check_claim_delete(ci, purpose)?;
                 fate!({
-                    self.claims[ci].deletion = Some(self.now);
+                    // Marking it deleting is an update: its resourceVersion moves on, so
+                    // a repeat of this delete (a deposed replica's) fails its precondition.
+                    if self.claims[ci].deletion.is_none() {
+                        self.claims[ci].deletion = Some(self.now);
+                        self.claims[ci].rv = self.rv();
+                    }
                     self.out.claims_deleted += 1;
                 });
             }
@@ -1753,6 +1813,64 @@ impl Sim {
 
     // ---------------------------------------------------------------- invariants
 
+    /// Whether the API server would take `a`: its uid and resourceVersion preconditions
+    /// hold on the current state (what `act` checks first).
+    fn preconditions_hold(&self, a: &Action) -> bool {
+        let pod = |uid: &str, rv: Option<&str>| {
+            self.pods
+                .iter()
+                .any(|p| p.uid.to_string() == uid && rv.is_none_or(|rv| p.rv.to_string() == rv))
+        };
+        let sts = |uid: &str, rv: &str| {
+            self.sts
+                .as_ref()
+                .is_some_and(|s| s.uid.to_string() == uid && s.rv.to_string() == rv)
+        };
+        match a {
+            Action::AddFleetFinalizer {
+                resource_version, ..
+            }
+            | Action::RemoveFleetFinalizer {
+                resource_version, ..
+            } => *resource_version == self.fleet.rv.to_string(),
+            Action::SetReplicas {
+                uid,
+                resource_version,
+                ..
+            }
+            | Action::DeleteWorkload {
+                uid,
+                resource_version,
+                ..
+            } => sts(uid, resource_version),
+            Action::ForceDeletePod { uid, .. } => pod(uid, None),
+            Action::DeletePod {
+                uid,
+                resource_version,
+                ..
+            }
+            | Action::ReleaseHandoff {
+                uid,
+                resource_version,
+                ..
+            }
+            | Action::AbortHandoff {
+                uid,
+                resource_version,
+                ..
+            } => pod(uid, Some(resource_version)),
+            Action::StartHandoff(h) => pod(&h.pod_uid, Some(&h.pod_resource_version)),
+            Action::DeleteClaim {
+                uid,
+                resource_version,
+                ..
+            } => self
+                .claims
+                .iter()
+                .any(|c| c.uid.to_string() == *uid && c.rv.to_string() == *resource_version),
+        }
+    }
+
     /// Objects that are never this fleet's: no write may aim at one.
     fn check_targets(&self, a: &Action) -> Result<(), Violation> {
         let targets: Vec<&str> = match a {
@@ -1789,6 +1907,23 @@ impl Sim {
             && matches!(a, Action::RemoveFleetFinalizer { .. });
         if self.fleet.invalid && !abort && !conflicted_release {
             return Err(Violation(format!("{a:?} for a fleet with an invalid spec")));
+        }
+        // V3: a bucket scope reserved to another identity: no growth, no healing; only
+        // a handoff's resolution (abort, or finishing a committed one) and the finalizer.
+        let resolving = matches!(
+            a,
+            Action::AbortHandoff { .. }
+                | Action::ReleaseHandoff { .. }
+                | Action::AddFleetFinalizer { .. }
+                | Action::DeleteClaim {
+                    purpose: ClaimDeletion::Handoff { .. },
+                    ..
+                }
+        );
+        if self.fleet.reserved_elsewhere && !self.fleet.deleting && !resolving {
+            return Err(Violation(format!(
+                "{a:?} for a fleet whose bucket is reserved to another identity"
+            )));
         }
         // A protected fleet being deleted: nothing destroyed, no release. (A conflicted
         // fleet's release deletes nothing, protected or not.)
@@ -2031,6 +2166,7 @@ impl Sim {
             self.unpause_at,
             self.undrift_at,
             self.revalid_at,
+            self.unreserve_at,
             self.unprotect_at,
             self.foreign_gone_at,
             self.converge_by,
@@ -2071,6 +2207,7 @@ impl Sim {
                 && self.node_back.is_empty()
                 && self.relost.is_empty()
                 && self.revalid_at.is_none()
+                && self.unreserve_at.is_none()
                 && self.unpause_at.is_none()
                 && self.undrift_at.is_none()
                 && self.foreign_gone_at.is_none();
@@ -2173,6 +2310,16 @@ pub fn run_seed(seed: u64) -> Result<Outcome, (Violation, Vec<String>)> {
 pub fn run_seed_without_preconditions(seed: u64) -> Option<Violation> {
     let mut sim = Sim::new(seed, false);
     sim.ignore_preconditions = true;
+    sim.run().err()
+}
+
+/// The mutation check of the reservation's fresh read: runs one seed in which the
+/// confirmation before a write takes the bucket reservation from the (lagging) cache.
+/// Returns the violation, if any.
+#[cfg(test)]
+pub fn run_seed_with_cached_reservation(seed: u64) -> Option<Violation> {
+    let mut sim = Sim::new(seed, false);
+    sim.fresh_reservation = false;
     sim.run().err()
 }
 

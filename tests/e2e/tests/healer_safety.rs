@@ -320,7 +320,7 @@ async fn orphans(env: &mut Env) -> Result<()> {
         writes(env, "orph").await?
     );
     eprintln!(
-        "[orphans] {:?} with the namesake: every disk kept, the namesake untouched; {} fresh reads meanwhile (one per 5 s retry, 6 lists each)",
+        "[orphans] {:?} with the namesake: every disk kept, the namesake untouched; {} fresh reads meanwhile (one per 5 s retry, 7 lists each)",
         t_hold.elapsed(),
         fresh1 - fresh0
     );
@@ -933,6 +933,7 @@ async fn fresh_cost(env: &mut Env) -> Result<()> {
         ("deployments", 1.0),
         ("pods", 2.0),
         ("persistentvolumeclaims", 1.0),
+        ("celldbucketreservations", 1.0),
         ("replicasets", 0.0),
     ] {
         ensure!(
