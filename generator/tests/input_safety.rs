@@ -722,3 +722,76 @@ fn help_teaches_the_new_flags() {
         }
     }
 }
+
+/// Dangerous edits fail every report format, a refused `diff` names a rename for what it
+/// is, and `check` on no fleet at all fails unless --allow-empty.
+#[test]
+fn every_check_format_and_a_refused_diff_name_the_dangerous_edit() {
+    let dir =
+        rendered_then_edited(|s| s.replace("bucket: ledger-cells", "bucket: ledger-cells-v2"));
+    let out = run_in(
+        dir.path(),
+        &[
+            "check",
+            "fleets",
+            "--against",
+            "deploy",
+            "--format",
+            "junit",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let x = text(&out.stdout);
+    assert!(x.contains("failures=\"1\""), "{x}");
+    assert!(
+        x.contains("name=\"fleets/persistent.yaml\"")
+            && x.contains("spec.storage.bucket: changed from"),
+        "{x}"
+    );
+    let out = run_in(
+        dir.path(),
+        &[
+            "check",
+            "fleets",
+            "--against",
+            "deploy",
+            "--format",
+            "github",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let g = text(&out.stdout);
+    assert!(
+        g.starts_with("::error file=fleets/persistent.yaml,") && g.contains("spec.storage.bucket"),
+        "{g}"
+    );
+
+    // A rename, refused by diff: the refusal says it is a rename.
+    let dir = rendered_then_edited(|s| s.replace("name: persistent", "name: persistent-v2"));
+    let out = run_in(dir.path(), &["diff", "fleets", "-o", "deploy"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("renamed to ledger/persistent-v2 with the same identity")
+            && e.contains("error: render would remove 1 fleet folder"),
+        "{e}"
+    );
+
+    // No fleet at all.
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("empty")).unwrap();
+    let out = run_in(dir.path(), &["check", "empty"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("no fleet found"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("--allow-empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run_in(dir.path(), &["check", "empty", "--allow-empty"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

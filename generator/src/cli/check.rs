@@ -56,6 +56,9 @@ pub struct CheckArgs {
     /// With --against: fleets deleted on purpose are not a problem.
     #[arg(long, requires = "against")]
     pub allow_removal: bool,
+    /// Pass when no fleet is found (otherwise a mistyped path would pass unnoticed).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// List every file and folder that was not read as a fleet, and why (on stderr).
     #[arg(short, long)]
     pub verbose: bool,
@@ -201,54 +204,67 @@ pub fn run(args: CheckArgs) -> u8 {
             .collect(),
         _ => Vec::new(),
     };
-    let valid = result.is_ok() && findings.is_empty();
-    let diags: &[Diagnostic] = match result {
-        Ok(_) => &[],
-        Err(d) => d,
+    // Zero fleets is a problem unless asked for: `render` and `diff` refuse it too.
+    let nothing = matches!(result, Ok((f, _)) if f.is_empty()) && !args.allow_empty;
+    let valid = result.is_ok() && findings.is_empty() && !nothing;
+    let mut diags: Vec<Diagnostic> = match result {
+        Ok(_) => Vec::new(),
+        Err(d) => d.clone(),
     };
+    if nothing {
+        let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        diags.push(Diagnostic::whole_file(
+            Path::new(&paths.join(" ")),
+            "no fleet found: a mistyped path would pass check, and render would refuse it",
+            "a fleet file, or a directory of them; or --allow-empty if none is what you mean",
+        ));
+    }
+    // Dangerous edits are problems of their fleet file in every format.
+    let edits: Vec<Diagnostic> = findings
+        .iter()
+        .map(|f| Diagnostic::whole_file(&f.file, f.to_string(), ""))
+        .collect();
+    let diags = &diags[..];
     let fleets = result.as_ref().map_or(0, |(f, _)| f.len());
-    let stdout =
-        match args.format {
-            Format::Json => {
-                let report = JsonReport {
-                    valid,
-                    fleets,
-                    diagnostics: diags,
-                    skipped: &loaded.skipped,
-                    findings: &findings,
-                };
-                match serde_json::to_string_pretty(&report) {
-                    Ok(json) => format!("{json}\n"),
-                    Err(e) => {
-                        let _ = writeln!(anstream::stderr(), "error: writing the report: {e}");
-                        return TROUBLE;
-                    }
+    let stdout = match args.format {
+        Format::Json => {
+            let report = JsonReport {
+                valid,
+                fleets,
+                diagnostics: diags,
+                skipped: &loaded.skipped,
+                findings: &findings,
+            };
+            match serde_json::to_string_pretty(&report) {
+                Ok(json) => format!("{json}\n"),
+                Err(e) => {
+                    let _ = writeln!(anstream::stderr(), "error: writing the report: {e}");
+                    return TROUBLE;
                 }
             }
-            Format::Text => diags
-                .iter()
-                .map(|d| format!("{d}\n"))
-                .chain(
-                    findings
-                        .iter()
-                        .map(|f| format!("{}: {f}\n", f.file.display())),
-                )
-                .collect(),
-            Format::Github => diags
-                .iter()
-                .map(github_annotation)
-                .chain(findings.iter().map(|f| {
-                    github_annotation(&Diagnostic::whole_file(&f.file, f.to_string(), ""))
-                }))
-                .collect(),
-            Format::Junit => junit(&loaded.fleet_files(), diags),
-        };
+        }
+        Format::Text => diags
+            .iter()
+            .map(|d| format!("{d}\n"))
+            .chain(
+                findings
+                    .iter()
+                    .map(|f| format!("{}: {f}\n", f.file.display())),
+            )
+            .collect(),
+        Format::Github => diags.iter().chain(&edits).map(github_annotation).collect(),
+        Format::Junit => {
+            let all: Vec<Diagnostic> = diags.iter().chain(&edits).cloned().collect();
+            junit(&loaded.fleet_files(), &all)
+        }
+    };
     // A reader that went away has what it wanted; the status still says valid or not.
     if let Err(e) = print(stdout.as_bytes()) {
         let _ = writeln!(anstream::stderr(), "error: writing to standard output: {e}");
     }
     if args.format != Format::Json {
         match result {
+            Ok(_) if nothing => count(diags, "check the paths, or pass --allow-empty"),
             Ok(_) if findings.is_empty() => {
                 let _ = writeln!(
                     anstream::stderr().lock(),

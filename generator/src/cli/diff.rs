@@ -179,6 +179,8 @@ pub fn run(args: DiffArgs) -> u8 {
         };
     }
     if let Some(e) = refused {
+        // A refused removal may be a rename or a deletion: name what it is.
+        print_findings(&findings, "danger", args.allow_removal);
         let _ = writeln!(anstream::stderr(), "error: {e}");
         return TROUBLE;
     }
