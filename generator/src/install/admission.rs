@@ -6,13 +6,16 @@
 //!   [`defaults::DELETION_PROTECTION`]). A GitOps prune, a cascading Application
 //!   deletion, `kubectl delete` and the namespace controller all get the same answer.
 //! - [`DISK_POLICY`]: refuses DELETE of a PersistentVolumeClaim that carries the fleet
-//!   identity label, unless the healer's own ServiceAccount asks (it deletes claims only
-//!   through its guarded rules: disk handoff, deliberate fleet deletion), or an operator
+//!   identity label, unless a healer's ServiceAccount (`celld-healer`, in whichever
+//!   namespace it was installed) asks (it deletes claims only through its guarded rules:
+//!   disk handoff, deliberate fleet deletion), or an operator
 //!   marked the claim with [`labels::DELETION_ALLOWED`]`: "true"`. Deleting a namespace
 //!   makes the namespace controller delete every claim directly; with this policy the
 //!   disks stay and the namespace stays Terminating until someone decides.
 //!
-//! Both fail closed (`failurePolicy: Fail`) and deny (`validationActions: [Deny]`).
+//! Both fail closed (`failurePolicy: Fail`) and deny (`validationActions: [Deny]`). Both
+//! are the same whatever the install's options, so several installs (each serving its
+//! own namespaces) apply the same objects and never undo each other.
 //!
 //! And one MutatingAdmissionPolicy (GA in Kubernetes 1.36):
 //!
@@ -46,12 +49,14 @@ fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// The user name the healer's ServiceAccount authenticates as.
-pub fn healer_user(o: &InstallOptions) -> String {
+/// CEL: the request comes from a healer's ServiceAccount, in any namespace: the same
+/// rule for every install, so a second install (serving other namespaces) never takes
+/// the exemption away from the first healer.
+pub fn from_a_healer() -> String {
     format!(
-        "system:serviceaccount:{}:{}",
-        o.namespace,
-        labels::HEALER_NAME
+        "request.userInfo.username.startsWith('system:serviceaccount:') && \
+         request.userInfo.username.endsWith({})",
+        lit(&format!(":{}", labels::HEALER_NAME))
     )
 }
 
@@ -159,8 +164,8 @@ pub fn fleet_policy() -> Value {
     })
 }
 
-/// The disk policy, exempting the healer of this install.
-pub fn disk_policy(o: &InstallOptions) -> Value {
+/// The disk policy, exempting the healers.
+pub fn disk_policy() -> Value {
     json!({
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
@@ -181,7 +186,7 @@ pub fn disk_policy(o: &InstallOptions) -> Value {
             },
             "matchConditions": [{
                 "name": "not-the-healer",
-                "expression": format!("request.userInfo.username != {}", lit(&healer_user(o))),
+                "expression": format!("!({})", from_a_healer()),
             }],
             "validations": [{
                 "expression": claim_marked(),
@@ -240,8 +245,10 @@ pub fn start_policy() -> Value {
     })
 }
 
-/// The mutating policy's binding: with `--watch-namespace`, only the served namespaces'
-/// StatefulSets start at 0 (no healer grows them elsewhere).
+/// The mutating policy's binding, one per install (named after its namespace): with
+/// `--watch-namespace`, only the served namespaces' StatefulSets start at 0 (no healer
+/// grows them elsewhere). A second install adds its own binding instead of replacing the
+/// first one's.
 pub fn start_binding(o: &InstallOptions) -> Value {
     let mut spec = json!({"policyName": START_POLICY});
     if !o.watch_namespaces.is_empty() {
@@ -258,7 +265,7 @@ pub fn start_binding(o: &InstallOptions) -> Value {
     json!({
         "apiVersion": API_VERSION,
         "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": START_POLICY},
+        "metadata": {"name": format!("{START_POLICY}.{}", o.namespace)},
         "spec": spec,
     })
 }
@@ -274,7 +281,7 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
             "fleet-deletion-protection-binding.yaml".into(),
             binding(FLEET_POLICY),
         ),
-        ("disk-protection-policy.yaml".into(), disk_policy(o)),
+        ("disk-protection-policy.yaml".into(), disk_policy()),
         ("disk-protection-binding.yaml".into(), binding(DISK_POLICY)),
         ("start-at-zero-policy.yaml".into(), start_policy()),
         ("start-at-zero-binding.yaml".into(), start_binding(o)),

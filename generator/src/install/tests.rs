@@ -651,7 +651,7 @@ fn admission_policies_protect_fleets_and_disks() {
     );
     assert_eq!(
         disk["spec"]["matchConditions"][0]["expression"],
-        "request.userInfo.username != 'system:serviceaccount:celld-system:celld-healer'"
+        "!(request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':celld-healer'))"
     );
     let v = &disk["spec"]["validations"][0];
     let expr = v["expression"].as_str().unwrap_or_default();
@@ -659,22 +659,43 @@ fn admission_policies_protect_fleets_and_disks() {
         expr.contains("'fleet.celld.dev/deletion-allowed'") && expr.ends_with("== 'true'"),
         "{expr}"
     );
-    // --namespace moves the healer, and its exemption with it.
-    let other: BTreeMap<String, Value> = objects(&InstallOptions {
-        namespace: "ops".into(),
+    // A second install (another namespace, other served namespaces) renders the same
+    // validating policies and bindings, and only its own start-at-zero binding: applying
+    // it never takes anything away from the first install.
+    let admission = |o: &InstallOptions| -> BTreeMap<String, Value> {
+        objects(o)
+            .into_iter()
+            .filter(|(path, _)| path.starts_with("admission/"))
+            .map(|(_, v)| {
+                let key = format!(
+                    "{}/{}",
+                    v["kind"].as_str().unwrap_or(""),
+                    v["metadata"]["name"].as_str().unwrap_or("")
+                );
+                (key, v)
+            })
+            .collect()
+    };
+    let first = admission(&InstallOptions {
+        watch_namespaces: vec!["team-a".into(), "team-b".into()],
         ..InstallOptions::default()
-    })
-    .into_iter()
-    .collect();
-    let exempt = other
-        .values()
-        .find(|o| o["metadata"]["name"] == DISK_POLICY && o["kind"] == "ValidatingAdmissionPolicy")
-        .map(|p| p["spec"]["matchConditions"][0]["expression"].clone());
-    assert_eq!(
-        exempt,
-        Some(Value::from(
-            "request.userInfo.username != 'system:serviceaccount:ops:celld-healer'"
-        ))
+    });
+    let second = admission(&InstallOptions {
+        namespace: "ops".into(),
+        watch_namespaces: vec!["team-c".into()],
+        ..InstallOptions::default()
+    });
+    for (key, obj) in &second {
+        match first.get(key) {
+            Some(same) => assert_eq!(same, obj, "{key} differs between installs"),
+            None => assert_eq!(
+                key, "MutatingAdmissionPolicyBinding/celld-fleet-start-at-zero.ops",
+                "only the second install's own binding is new"
+            ),
+        }
+    }
+    assert!(
+        first.contains_key("MutatingAdmissionPolicyBinding/celld-fleet-start-at-zero.celld-system")
     );
 }
 

@@ -2,8 +2,10 @@
 //! serves those two namespaces with exactly the RBAC the bundle renders (a Role per
 //! served namespace, a read-only ClusterRole) and writes nowhere else.
 //!
-//! Its own install (namespace, ServiceAccount, ClusterRole and Roles) sits beside the
-//! shared one that every other test uses, so the cluster-scoped names must not clash.
+//! Its own install (ServiceAccount, ClusterRole, Roles, and the admission policies with
+//! its own start-at-zero binding) sits beside the shared one that every other test uses:
+//! the cluster-scoped names must not clash, and applying it must take nothing from the
+//! first install (its disk deletions pass the same disk-protection policy).
 
 use std::time::Duration;
 
@@ -32,6 +34,12 @@ async fn a_healer_serving_two_namespaces_writes_nowhere_else() -> Result<()> {
                 .delete(&name, &DeleteParams::default())
                 .await
                 .map(|_| ()),
+            "MutatingAdmissionPolicyBinding" => Api::<
+                k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding,
+            >::all(env.client.clone())
+            .delete(&name, &DeleteParams::default())
+            .await
+            .map(|_| ()),
             _ => Api::<ClusterRoleBinding>::all(env.client.clone())
                 .delete(&name, &DeleteParams::default())
                 .await
@@ -73,12 +81,24 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
     for o in bundle.iter().filter(|o| {
         matches!(
             o["kind"].as_str(),
-            Some("ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding")
+            Some(
+                "ServiceAccount"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "Role"
+                    | "RoleBinding"
+                    | "ValidatingAdmissionPolicy"
+                    | "ValidatingAdmissionPolicyBinding"
+                    | "MutatingAdmissionPolicy"
+                    | "MutatingAdmissionPolicyBinding"
+            )
         )
     }) {
         apply(&env.client, o, SETUP, false).await?;
         let kind = o["kind"].as_str().unwrap_or_default().to_string();
-        if kind.starts_with("Cluster") {
+        // Cluster-scoped objects only this install made (its RBAC and its own
+        // start-at-zero binding; the policies are the shared install's, unchanged).
+        if kind.starts_with("Cluster") || kind == "MutatingAdmissionPolicyBinding" {
             installed.push((
                 kind,
                 o["metadata"]["name"].as_str().unwrap_or_default().into(),
@@ -204,9 +224,18 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
         "[namespaces] served {a},{b}: beta grew to 3; copy Blocked (IdentityConflict with {c}/original); {c} untouched"
     );
 
-    // 5. Deleting beta: workload and claims go, under the Role's delete verbs.
-    release_protection(&env.client, &a).await?;
+    // 5. Deleting beta: workload and claims go, under the Role's delete verbs. Only the
+    //    fleet's protection is turned off: its claims are not marked deletable, so the
+    //    disk-protection policy (the same objects both installs render) must let this
+    //    second healer through as it lets the first.
     let fleets_a: Api<CelldFleet> = Api::namespaced(env.client.clone(), &a);
+    fleets_a
+        .patch(
+            "beta",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"deletionProtection": false}})),
+        )
+        .await?;
     fleets_a.delete("beta", &DeleteParams::default()).await?;
     let claims_a: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &a);
     wait_for(
