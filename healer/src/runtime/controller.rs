@@ -208,10 +208,24 @@ impl Watches {
     }
 
     /// Ok when every watch has listed and none is failing; else why not.
+    #[cfg(test)]
     fn ready(&self) -> Result<(), String> {
+        self.ready_where(|_| true)
+    }
+
+    /// Ok when the watches a fleet in `namespace` is built from (the cluster-wide ones
+    /// and that namespace's) have listed and none is failing. Another served namespace's
+    /// failing watch (its Role deleted, say) does not stop healing here: nothing of that
+    /// namespace is read for this fleet.
+    fn ready_for(&self, namespace: &str) -> Result<(), String> {
+        self.ready_where(|scope| scope.is_none_or(|s| s == namespace))
+    }
+
+    fn ready_where(&self, covers: impl Fn(Option<&str>) -> bool) -> Result<(), String> {
         let states = self.states.lock().expect("watch states");
         let bad: Vec<String> = states
             .iter()
+            .filter(|((_, scope), _)| covers(scope.as_deref()))
             .filter_map(|((n, scope), s)| {
                 let n = match scope {
                     Some(ns) => format!("{n} in {ns}"),
@@ -917,7 +931,10 @@ async fn reconcile(fleet: Arc<CelldFleet>, ctx: Arc<Ctx>) -> Result<KAction, Rec
         ctx.metrics.reconcile("standby");
         return Ok(KAction::await_change());
     }
-    if let Err(why) = ctx.watches.ready() {
+    if let Err(why) = ctx
+        .watches
+        .ready_for(fleet.metadata.namespace.as_deref().unwrap_or_default())
+    {
         ctx.metrics.reconcile("unsynced");
         debug!(fleet = %key, why = %why, "caches incomplete: not acting");
         return Ok(KAction::requeue(Duration::from_secs(1)));
@@ -1500,11 +1517,22 @@ mod tests {
         assert!(why.contains("pods in b: not listed yet"), "{why}");
         assert!(!why.contains(" in a:"), "{why}");
         assert!(!health.synced());
+        // Fleets in `a` may be acted on while `b` is still listing; not those in `b`.
+        assert_eq!(w.ready_for("a"), Ok(()));
+        assert!(w.ready_for("b").is_err());
         for name in WATCHES.iter().filter(|n| !CLUSTER_WATCHES.contains(n)) {
             w.record(&(*name, Some("b".to_string())), &done);
         }
         assert_eq!(w.ready(), Ok(()));
         assert!(health.synced());
+        // One namespace's watch failing (its Role gone) stops only that namespace.
+        let failed: Result<Event<Pod>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
+        w.record(&("pods", Some("b".to_string())), &failed);
+        assert_eq!(w.ready_for("a"), Ok(()));
+        assert!(w.ready_for("b").unwrap_err().starts_with("pods in b: "));
+        // A cluster-wide watch failing stops every namespace.
+        w.record(&("celldfleets", None), &failed);
+        assert!(w.ready_for("a").is_err());
     }
 
     #[test]

@@ -127,7 +127,7 @@ pub async fn read(
         .await?
         .items
         .into_iter()
-        .next()
+        .find(|r| r.metadata.name.as_deref() == Some(reserved.as_str()))
         .map(Arc::new);
     let replica_sets = if fresh.spec.is_stateful_set() {
         Vec::new()

@@ -1425,8 +1425,8 @@ impl Sim {
     }
 
     /// The deposed replica's late writes that land now. Each must be aimed only at this
-    /// fleet's objects; a destructive one must also be allowed and justified by the state
-    /// it lands on, unless its preconditions refuse it. (A late handoff step 1 only marks
+    /// fleet's objects, and be allowed and justified by the state it lands on unless its
+    /// preconditions refuse it. (A late handoff step 1 only marks
     /// the Pod: the leader must then abort it, or carry it on where that is justified,
     /// and those writes are checked as the leader's.)
     fn land_late_writes(&mut self) -> Result<(), Violation> {
@@ -1439,7 +1439,8 @@ impl Sim {
             self.log(|| format!("deposed replica's late write lands: {a:?}"));
             self.out.late_writes += 1;
             self.check_targets(&a)?;
-            if a.is_destructive() && !matches!(a, Action::StartHandoff(_)) {
+            // Like the leader's: a write its preconditions refuse changes nothing.
+            if !matches!(a, Action::StartHandoff(_)) && self.preconditions_hold(&a) {
                 self.check_allowed(&a)?;
             }
             self.replaying = true;
