@@ -1301,6 +1301,7 @@ impl Sim {
                 },
             },
             capacity: s::CapacitySignal::default(),
+            application: None,
         }
     }
 
