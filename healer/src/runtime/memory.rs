@@ -14,6 +14,17 @@ use crate::time::Timestamp;
 
 type Fleet = ObjectRef<CelldFleet>;
 
+/// Keeps the entries of live objects; `live` (a cache scan) runs only when there are any.
+fn keep_live_uids<V>(m: &Mutex<HashMap<String, V>>, live: impl FnOnce() -> HashSet<String>) {
+    if m.lock().expect("memory").is_empty() {
+        return;
+    }
+    let live = live();
+    m.lock()
+        .expect("memory")
+        .retain(|uid, _| live.contains(uid));
+}
+
 /// Everything a reconcile reads or writes that is not in the caches.
 #[derive(Default)]
 pub struct Memory {
@@ -66,20 +77,8 @@ impl Memory {
         keep(&self.holds, &live);
         self.views.retain(&live);
         self.services.retain(&uids);
-        if !self.force_retry.lock().expect("force retry").is_empty() {
-            let pods = pods();
-            self.force_retry
-                .lock()
-                .expect("force retry")
-                .retain(|uid, _| pods.contains(uid));
-        }
-        if !self.lost.lock().expect("lost claims").is_empty() {
-            let claims = claims();
-            self.lost
-                .lock()
-                .expect("lost claims")
-                .retain(|uid, _| claims.contains(uid));
-        }
+        keep_live_uids(&self.force_retry, pods);
+        keep_live_uids(&self.lost, claims);
     }
 
     /// How many entries each map holds (for the test that memory stays flat).

@@ -335,7 +335,7 @@ pub(super) async fn reconcile(
                     deadline = due.map(|d| d.rfc3339()),
                     "acted"
                 );
-                record_action_event(&ctx, &fleet, &plan, action).await;
+                ctx.events.record_action(&fleet, &plan, action).await;
                 ctx.memory.failures.lock().expect("failures").remove(&key);
                 if let Action::ForceDeletePod { uid, .. } = action {
                     ctx.memory
@@ -471,60 +471,4 @@ fn observe_application(
             .saturating_sub(v.at.elapsed())
             .max(Duration::from_millis(100))
     })
-}
-
-async fn record_action_event(ctx: &Reconciler, fleet: &CelldFleet, plan: &Plan, action: &Action) {
-    let kind = act::kind(action);
-    let message = plan
-        .status
-        .conditions
-        .first()
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
-    match &plan.event {
-        Some(e) => {
-            ctx.events
-                .publish(
-                    fleet,
-                    e.type_ == "Warning",
-                    e.reason,
-                    kind,
-                    e.message.clone(),
-                )
-                .await
-        }
-        None => {
-            let (warning, reason) = match action {
-                Action::AddFleetFinalizer { .. } => (false, "FinalizerAdded"),
-                Action::RemoveFleetFinalizer { .. } => (false, "FleetReleased"),
-                Action::SetReplicas { from, replicas, .. } if replicas > from => {
-                    (false, "MembersAdded")
-                }
-                Action::SetReplicas { .. } => (false, "MemberRemoved"),
-                Action::ForceDeletePod { .. } => (true, "MemberForceDeleted"),
-                Action::DeletePod { .. } => (false, "MemberPodDeleted"),
-                Action::StartHandoff(_) => (true, "DiskHandoffStarted"),
-                Action::DeleteClaim { .. } => (true, "DiskDeleted"),
-                Action::ReleaseHandoff { .. } => (false, "DiskHandoffFinished"),
-                Action::AbortHandoff { .. } => (true, "DiskHandoffAborted"),
-                Action::DeleteWorkload { .. } => (false, "WorkloadDeleted"),
-            };
-            let detail = match action {
-                Action::SetReplicas {
-                    kind,
-                    name,
-                    from,
-                    replicas,
-                    ..
-                } => format!(
-                    "{} {name}: spec.replicas {from} -> {replicas}. {message}",
-                    kind.as_str()
-                ),
-                _ => message,
-            };
-            ctx.events
-                .publish(fleet, warning, reason, kind, detail)
-                .await
-        }
-    }
 }

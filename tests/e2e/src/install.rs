@@ -216,20 +216,27 @@ pub fn healer_container_args(stream: &[Value]) -> Result<Vec<String>> {
         .collect()
 }
 
+/// The kinds of the install bundle a healer needs to run as its ServiceAccount: its
+/// namespace, ServiceAccount and RBAC.
+pub const HEALER_RBAC_KINDS: [&str; 6] = [
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
 /// The healer's namespace, ServiceAccount and RBAC from the install bundle.
 pub fn healer_rbac_objects() -> Vec<Value> {
-    const KINDS: [&str; 6] = [
-        "Namespace",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-    ];
     install_bundle()
         .unwrap_or_default()
         .into_iter()
-        .filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k)))
+        .filter(|o| {
+            o["kind"]
+                .as_str()
+                .is_some_and(|k| HEALER_RBAC_KINDS.contains(&k))
+        })
         .collect()
 }
 
@@ -275,4 +282,26 @@ pub async fn write_sa_kubeconfig(cluster: &Cluster, ns: &str, sa: &str, path: &P
     });
     std::fs::write(path, serde_json::to_string_pretty(&kc)?)?;
     Ok(())
+}
+
+/// Deletes the cluster-scoped RBAC (`ClusterRole`, `ClusterRoleBinding`, by name) a test
+/// applied from an install of its own; a failure is reported, not returned (cleanup).
+pub async fn delete_cluster_rbac(client: &Client, test: &str, objects: Vec<(String, String)>) {
+    let dp = kube::api::DeleteParams::default();
+    for (kind, name) in objects {
+        let gone = if kind == "ClusterRole" {
+            Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
+                .delete(&name, &dp)
+                .await
+                .map(|_| ())
+        } else {
+            Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+                .delete(&name, &dp)
+                .await
+                .map(|_| ())
+        };
+        if let Err(e) = gone {
+            eprintln!("[{test}] deleting {kind} {name}: {e}");
+        }
+    }
 }

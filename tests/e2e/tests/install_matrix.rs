@@ -22,20 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use celld_e2e::*;
 use celld_gen::api::labels::HEALER_NAMESPACE;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::Api;
-use kube::api::DeleteParams;
 use serde_json::Value;
-
-/// Kinds of the bundle a healer needs to run as its ServiceAccount.
-const RUN_KINDS: [&str; 6] = [
-    "Namespace",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_install_option_starts_a_ready_healer() -> Result<()> {
@@ -44,23 +31,7 @@ async fn every_install_option_starts_a_ready_healer() -> Result<()> {
     };
     let mut cluster_scoped = Vec::new();
     let r = matrix(&mut env, &mut cluster_scoped).await;
-    for (kind, name) in cluster_scoped {
-        let dp = DeleteParams::default();
-        let gone = if kind == "ClusterRole" {
-            Api::<ClusterRole>::all(env.client.clone())
-                .delete(&name, &dp)
-                .await
-                .map(|_| ())
-        } else {
-            Api::<ClusterRoleBinding>::all(env.client.clone())
-                .delete(&name, &dp)
-                .await
-                .map(|_| ())
-        };
-        if let Err(e) = gone {
-            eprintln!("[install_matrix] deleting {kind} {name}: {e}");
-        }
-    }
+    delete_cluster_rbac(&env.client, "install_matrix", cluster_scoped).await;
     env.finish(r).await
 }
 
@@ -113,10 +84,11 @@ async fn matrix(env: &mut Env, cluster_scoped: &mut Vec<(String, String)>) -> Re
         let argv: Vec<&str> = install_args.iter().map(String::as_str).collect();
         let stream = install_stream(&argv).with_context(|| format!("{case}: rendering"))?;
         let ns = install_namespace(&stream)?;
-        for o in stream
-            .iter()
-            .filter(|o| o["kind"].as_str().is_some_and(|k| RUN_KINDS.contains(&k)))
-        {
+        for o in stream.iter().filter(|o| {
+            o["kind"]
+                .as_str()
+                .is_some_and(|k| HEALER_RBAC_KINDS.contains(&k))
+        }) {
             apply(&env.client, o, SETUP, false).await?;
             let kind = o["kind"].as_str().unwrap_or_default();
             let name = o["metadata"]["name"].as_str().unwrap_or_default();
@@ -133,24 +105,12 @@ async fn matrix(env: &mut Env, cluster_scoped: &mut Vec<(String, String)>) -> Re
             kubeconfig,
             args: rendered.clone(),
         })?;
-        // Ready, or exited: the log then says why.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(st) = env.h_mut(i).try_exit() {
-                bail!(
-                    "{case}: the healer exited ({st}) with {rendered:?}:\n{}",
-                    env.h(i).log_text()
-                );
-            }
-            if env.h(i).http_status("/readyz").await.ok() == Some(200) {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "{case}: no /readyz 200 within 60s with {rendered:?}:\n{}",
+        match ready_or_exit(env, i, Duration::from_secs(60)).await? {
+            Started::Ready => {}
+            outcome => bail!(
+                "{case}: {outcome:?} with {rendered:?}:\n{}",
                 env.h(i).log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            ),
         }
         let status = env.h_mut(i).terminate();
         ensure!(
@@ -207,19 +167,11 @@ async fn refusals(env: &mut Env) -> Result<()> {
             kubeconfig: env.healer_kubeconfig.clone(),
             args,
         })?;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let exited = loop {
-            if let Some(st) = env.h_mut(i).try_exit() {
-                break st;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "the healer is still running with {value}:\n{}",
-                env.h(i).log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let outcome = ready_or_exit(env, i, Duration::from_secs(20)).await?;
         let log = env.h(i).log_text();
+        let Started::Exited(exited) = outcome else {
+            bail!("the healer with {value}: {outcome:?}:\n{log}");
+        };
         ensure!(!exited.success(), "the healer accepted {value}: {log}");
         ensure!(
             log.contains(&json_escaped(message)) || log.contains(message),
@@ -228,6 +180,32 @@ async fn refusals(env: &mut Env) -> Result<()> {
         eprintln!("[install_matrix] {value}: both refuse with {message:?}");
     }
     Ok(())
+}
+
+/// How a started healer turned out.
+#[derive(Debug)]
+enum Started {
+    /// `/readyz` answered 200.
+    Ready,
+    /// It exited first.
+    Exited(std::process::ExitStatus),
+    /// Neither within the time given.
+    StillStarting,
+}
+
+/// Waits until healer `i` is ready or has exited.
+async fn ready_or_exit(env: &mut Env, i: usize, timeout: Duration) -> Result<Started> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(st) = env.h_mut(i).try_exit() {
+            return Ok(Started::Exited(st));
+        }
+        if env.h(i).http_status("/readyz").await.ok() == Some(200) {
+            return Ok(Started::Ready);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(Started::StillStarting)
 }
 
 fn args(a: &[&str]) -> Vec<String> {
