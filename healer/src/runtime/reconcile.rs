@@ -449,12 +449,12 @@ fn observe_application(
     if plan.action.is_none() && ctx.memory.views.start(key, interval) {
         let members = own_members(g, fleet);
         let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
-        let (observer, poke, key) = (ctx.memory.views.clone(), ctx.poke.clone(), key.clone());
+        let (views, poke, key) = (ctx.memory.views.clone(), ctx.poke.clone(), key.clone());
         let before = view.map(|v| (v.status, v.versions));
         tokio::spawn(async move {
             let view = super::members::observe(members, expected).await;
             let changed = before.as_ref() != Some(&(view.status.clone(), view.versions.clone()));
-            observer.finish(key.clone(), view);
+            views.finish(key.clone(), view);
             // Only a changed view needs a reconcile (to write it into the status).
             if changed {
                 let _ = poke.send(key);
