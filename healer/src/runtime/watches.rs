@@ -17,7 +17,6 @@
 //! fleet, coalescing bursts (250 ms debounce, at most 4 fleets at once). A reconcile
 //! also runs at the wake-up time `decide` returned. There is no periodic resync.
 //!
-//!
 //! A reconcile acts only once every watch has listed its objects and while none is
 //! failing ([`WatchHealth::ready`]; `celld_healer_watch_healthy`, `/readyz`).
 
