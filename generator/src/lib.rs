@@ -6,6 +6,7 @@
 pub mod api;
 pub mod cli;
 pub mod diagnostic;
+pub mod healer_flags;
 pub mod install;
 pub mod load;
 pub mod output;

@@ -439,3 +439,37 @@ fn every_command_has_help_with_an_example() {
     let top = text(&run(&["--help"]).stdout);
     assert!(top.contains("Examples:") && !top.contains("crds"), "{top}");
 }
+
+/// `celld-gen install --member-replacement-delay` takes the healer's grammar and bound:
+/// what the healer accepts is rendered as the healer reads it; what it refuses is refused
+/// here with the healer's message.
+#[test]
+fn install_takes_the_healers_replacement_delay() {
+    let rendered = |delay: &str| {
+        let out = run(&["install", "--stdout", "--member-replacement-delay", delay]);
+        assert!(out.status.success(), "{delay}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert!(rendered("1m30s").contains("- \"--member-replacement-delay=1m30s\"\n"));
+    assert!(rendered("1h").contains("- \"--member-replacement-delay=1h\"\n"));
+    assert!(rendered("90s").contains("- \"--member-replacement-delay=1m30s\"\n"));
+    let out = run(&["install", "--stdout"]);
+    assert!(text(&out.stdout).contains("- \"--member-replacement-delay=10m\"\n"));
+
+    let out = run(&["install", "--stdout", "--member-replacement-delay", "30s"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr)
+            .contains("error: --member-replacement-delay must be at least 1m, got 30s"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["install", "--stdout", "--member-replacement-delay", "10"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("\"10\" has no unit"),
+        "{}",
+        text(&out.stderr)
+    );
+}

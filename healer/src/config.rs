@@ -1,7 +1,15 @@
-//! The healer's delays. Defaults follow the anchor operator; every one can be overridden
-//! (the runtime maps them to command-line flags).
+//! The healer's delays. Defaults and bounds are those of the command-line flags
+//! ([`celld_gen::healer_flags`]), so the runtime, the simulation and `celld-gen install`
+//! agree on them.
+
+use celld_gen::healer_flags::{self as flags, DurationFlag};
 
 use crate::time::Span;
+
+/// A flag's default as a span.
+fn default_span(flag: DurationFlag) -> Span {
+    Span::from_duration(flag.default_duration())
+}
 
 /// Delays and margins `decide` applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,11 +35,11 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            replacement_delay: Span::mins(10),
-            force_delete_margin: Span::mins(2),
-            absorb_window: Span::mins(5),
-            fresh_disk_age: Span::mins(1),
-            lost_confirmation: Span::mins(1),
+            replacement_delay: default_span(flags::MEMBER_REPLACEMENT_DELAY),
+            force_delete_margin: default_span(flags::FORCE_DELETE_MARGIN),
+            absorb_window: default_span(flags::ABSORB_WINDOW),
+            fresh_disk_age: default_span(flags::FRESH_DISK_AGE),
+            lost_confirmation: default_span(flags::LOST_CLAIM_CONFIRMATION),
         }
     }
 }
@@ -48,9 +56,15 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The shortest replacement delay a user may set (`--member-replacement-delay`'s
+    /// bound).
+    pub fn min_replacement_delay() -> Span {
+        Span::from_duration(flags::MEMBER_REPLACEMENT_DELAY.min.unwrap_or_default())
+    }
+
     /// Checks the values a user may set.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.replacement_delay < Span::mins(1) {
+        if self.replacement_delay < Self::min_replacement_delay() {
             return Err(ConfigError::ReplacementDelayTooShort(
                 self.replacement_delay.millis(),
             ));

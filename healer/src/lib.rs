@@ -4,9 +4,8 @@
 //!   any object it cannot read in full;
 //! - [`decide()`] is a pure function from a snapshot, the time and the [`Config`] to a
 //!   [`Plan`]: at most one [`Action`], the full status, the next wake-up;
-//! - the runtime (another crate module, not here) executes the action with the
-//!   preconditions it carries, patches the status, and sleeps until the next watch
-//!   event or `wake_at`.
+//! - [`runtime`] executes the action with the preconditions it carries, writes the
+//!   status `decide` built, and sleeps until the next watch event or `wake_at`.
 //!
 //! The `sim` module (tests, or the `sim` feature) is a seeded model cluster that drives
 //! `decide` through faults and checks safety invariants after every step.
@@ -17,6 +16,7 @@ pub mod confirm;
 pub mod decide;
 pub mod observe;
 pub mod plan;
+pub mod record;
 pub mod runtime;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod as KPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-use crate::plan::HandoffRecord;
+use crate::record::HandoffRecord;
 use crate::snapshot::*;
 use crate::time::Timestamp;
 
@@ -211,6 +211,8 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
         claims,
         infrastructure: i.infrastructure.clone(),
         capacity: i.capacity.clone(),
+        // Not a Kubernetes object: the runtime adds the members' answers.
+        application: None,
     })
 }
 
@@ -256,45 +258,39 @@ fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
     })
 }
 
-struct Common {
-    name: String,
-    uid: String,
-    resource_version: String,
-    generation: i64,
-    identity: Option<String>,
-    has_owner_references: bool,
-    deleting: bool,
+/// The status fields a workload reports, whichever its kind.
+struct WorkloadStatus {
+    observed_generation: Option<i64>,
+    replicas: i32,
+    ready_replicas: Option<i32>,
+    updated_replicas: Option<i32>,
+    current_revision: Option<String>,
+    update_revision: Option<String>,
 }
 
-fn workload_meta(kind: &'static str, m: &ObjectMeta) -> Result<Common, ObserveError> {
-    Ok(Common {
-        name: need(kind, m, "name", &m.name)?,
-        uid: need(kind, m, "uid", &m.uid)?,
-        resource_version: need(kind, m, "resourceVersion", &m.resource_version)?,
+/// The one builder of both workload kinds: the metadata every rule needs, refused when
+/// incomplete, and the kind's status.
+fn workload(
+    kind: WorkloadKind,
+    m: &ObjectMeta,
+    spec_replicas: Option<i32>,
+    st: WorkloadStatus,
+) -> Result<Workload, ObserveError> {
+    let k = kind.as_str();
+    Ok(Workload {
+        kind,
+        name: need(k, m, "name", &m.name)?,
+        uid: need(k, m, "uid", &m.uid)?,
+        resource_version: need(k, m, "resourceVersion", &m.resource_version)?,
         generation: m
             .generation
-            .ok_or_else(|| err(kind, m, "metadata.generation is missing"))?,
+            .ok_or_else(|| err(k, m, "metadata.generation is missing"))?,
+        observed_generation: st.observed_generation,
         identity: label(m, IDENTITY).cloned(),
         has_owner_references: m.owner_references.as_ref().is_some_and(|o| !o.is_empty()),
         deleting: m.deletion_timestamp.is_some(),
-    })
-}
-
-fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
-    let c = workload_meta("StatefulSet", &s.metadata)?;
-    let st = s.status.clone().unwrap_or_default();
-    Ok(Workload {
-        kind: WorkloadKind::StatefulSet,
-        name: c.name,
-        uid: c.uid,
-        resource_version: c.resource_version,
-        generation: c.generation,
-        observed_generation: st.observed_generation,
-        identity: c.identity,
-        has_owner_references: c.has_owner_references,
-        deleting: c.deleting,
         // The API server defaults an absent spec.replicas to 1.
-        replicas: s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        replicas: spec_replicas.unwrap_or(1),
         status_replicas: st.replicas,
         ready_replicas: st.ready_replicas.unwrap_or(0),
         updated_replicas: st.updated_replicas.unwrap_or(0),
@@ -303,26 +299,39 @@ fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
     })
 }
 
+fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
+    let st = s.status.clone().unwrap_or_default();
+    workload(
+        WorkloadKind::StatefulSet,
+        &s.metadata,
+        s.spec.as_ref().and_then(|s| s.replicas),
+        WorkloadStatus {
+            observed_generation: st.observed_generation,
+            replicas: st.replicas,
+            ready_replicas: st.ready_replicas,
+            updated_replicas: st.updated_replicas,
+            current_revision: st.current_revision,
+            update_revision: st.update_revision,
+        },
+    )
+}
+
 fn deployment(d: &Deployment) -> Result<Workload, ObserveError> {
-    let c = workload_meta("Deployment", &d.metadata)?;
     let st = d.status.clone().unwrap_or_default();
-    Ok(Workload {
-        kind: WorkloadKind::Deployment,
-        name: c.name,
-        uid: c.uid,
-        resource_version: c.resource_version,
-        generation: c.generation,
-        observed_generation: st.observed_generation,
-        identity: c.identity,
-        has_owner_references: c.has_owner_references,
-        deleting: c.deleting,
-        replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-        status_replicas: st.replicas.unwrap_or(0),
-        ready_replicas: st.ready_replicas.unwrap_or(0),
-        updated_replicas: st.updated_replicas.unwrap_or(0),
-        current_revision: None,
-        update_revision: None,
-    })
+    workload(
+        WorkloadKind::Deployment,
+        &d.metadata,
+        d.spec.as_ref().and_then(|s| s.replicas),
+        WorkloadStatus {
+            observed_generation: st.observed_generation,
+            replicas: st.replicas.unwrap_or(0),
+            ready_replicas: st.ready_replicas,
+            updated_replicas: st.updated_replicas,
+            // Deployments have no revisions of their own (their ReplicaSets do).
+            current_revision: None,
+            update_revision: None,
+        },
+    )
 }
 
 fn cond_status(s: &str) -> CondStatus {

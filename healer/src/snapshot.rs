@@ -7,7 +7,7 @@
 //! every reconcile. The previous status is carried only to keep condition transition
 //! times stable; no rule reads it.
 
-use celld_gen::api::{CapacityMode, CelldFleetStatus, Profile};
+use celld_gen::api::{ApplicationStatus, CapacityMode, CelldFleetStatus, Profile};
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
@@ -30,6 +30,19 @@ pub struct Snapshot {
     pub infrastructure: Infrastructure,
     /// What the capacity evaluator (runtime side) concluded, if anything.
     pub capacity: CapacitySignal,
+    /// What the members last said about the application, when the runtime asked them
+    /// (`--application-interval`); `None` keeps what the status had. Never gates any
+    /// action (rule A4): `decide` only reports it.
+    pub application: Option<ApplicationView>,
+}
+
+/// The members' view of the application, as the status reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApplicationView {
+    /// `status.application`.
+    pub status: ApplicationStatus,
+    /// `status.runtimeVersions`: distinct deployments (`version@prefix`) the members run.
+    pub versions: Vec<String>,
 }
 
 /// The facts of the CelldFleet the rules use.
@@ -235,7 +248,7 @@ pub enum PodPhase {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordState {
     /// The annotation parsed.
-    Valid(crate::plan::HandoffRecord),
+    Valid(crate::record::HandoffRecord),
     /// The annotation is present but unreadable (the reason).
     Malformed(String),
 }

@@ -5,7 +5,7 @@
 use celld_gen::api::Profile;
 use celld_gen::api::labels::{claim_name, member_name};
 
-use crate::plan::HandoffRecord;
+use crate::record::HandoffRecord;
 use crate::snapshot::*;
 use crate::time::{Span, Timestamp};
 
@@ -93,6 +93,7 @@ fn fleet_of(profile: Profile, sts: bool, n: i32) -> Snapshot {
         claims,
         infrastructure: Infrastructure::default(),
         capacity: CapacitySignal::default(),
+        application: None,
     }
 }
 

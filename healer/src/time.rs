@@ -24,6 +24,10 @@ impl Span {
     pub const fn millis(self) -> i64 {
         self.0
     }
+    /// A [`std::time::Duration`], saturating at the longest span.
+    pub fn from_duration(d: std::time::Duration) -> Span {
+        Span(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
 }
 
 impl std::ops::Add<Span> for Timestamp {

@@ -1,5 +1,8 @@
-//! Defaults and limits of the fleet file, and the accessors that apply them. They follow
-//! the anchor operator's where it has one (reference/anchor-operator-rendering.md §1).
+//! Defaults and limits of the fleet file, and the accessors that apply them. Where the
+//! operator celld-fleet replaces had a default, the same value is kept here, so moving a
+//! fleet over changes nothing it did not write. Every bound is also in
+//! [`super::bounds_table`], which the tests use to check that the CRD, the editor schema
+//! and validation agree; `docs/adding-a-field.md` shows where a new one goes.
 
 use super::fleet::*;
 

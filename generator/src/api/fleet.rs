@@ -1,7 +1,12 @@
 //! The `CelldFleet` resource: the fleet file users write, and the object the healer reads
-//! and reports on. Field names are the contract (DESIGN.md); optional fields stay `None`
-//! when the user leaves them out, and the `effective_*` accessors apply the defaults, so
-//! rendering the fleet back never adds fields the user did not write.
+//! and reports on. Field names are the contract between Git, `celld-gen` and the healer
+//! (`docs/architecture.md`; who writes which field: `docs/field-ownership.md`); optional
+//! fields stay `None` when the user leaves them out, and the `effective_*` accessors
+//! apply the defaults, so rendering the fleet back never adds fields the user did not
+//! write.
+//!
+//! Over 500 lines on purpose: the whole fleet file, section by section, in one place, so
+//! it reads as the schema users write against.
 
 use std::collections::BTreeMap;
 

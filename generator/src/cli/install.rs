@@ -2,14 +2,15 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
 use super::{FAILED, OK};
+use crate::healer_flags::{self as flags, parse_duration};
 use crate::install::{self, InstallOptions};
 use crate::output;
 use crate::render::OutputFile;
-use crate::validate::formats::is_dns_label;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -73,23 +74,21 @@ pub struct InstallArgs {
     /// for the identity check, and the bucket reservations).
     #[arg(long, value_name = "NS[,NS...]", value_delimiter = ',')]
     pub watch_namespace: Vec<String>,
-    /// How long a single down member may stay down before it gets a fresh disk.
-    #[arg(long, value_name = "DURATION", default_value = "10m")]
-    pub member_replacement_delay: String,
+    /// How long a single down member may stay down before it gets a fresh disk (at least
+    /// 1m; the healer's own flag and grammar: 90s, 10m, 1h, 1m30s).
+    #[arg(
+        long = flags::MEMBER_REPLACEMENT_DELAY.name,
+        value_name = "DURATION",
+        default_value = flags::MEMBER_REPLACEMENT_DELAY.default,
+        value_parser = parse_duration
+    )]
+    pub member_replacement_delay: Duration,
     /// Git repository written into the Argo CD and Flux examples.
     #[arg(long, value_name = "URL")]
     pub repo_url: Option<String>,
     /// Path of the rendered fleets in that repository.
     #[arg(long, value_name = "PATH")]
     pub repo_path: Option<String>,
-}
-
-fn is_duration(s: &str) -> bool {
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
-    !num.is_empty()
-        && num.bytes().all(|b| b.is_ascii_digit())
-        && matches!(unit, "s" | "m" | "h")
-        && num.parse::<u64>().is_ok_and(|n| n > 0)
 }
 
 /// The options, or every problem with the flags.
@@ -105,19 +104,18 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         problems.push(e.to_string());
         defaults.namespace.clone()
     });
+    // The healer's rule and words for the namespaces it serves.
     for ns in &args.watch_namespace {
-        if !is_dns_label(ns, 63) {
-            problems.push(format!("--watch-namespace `{ns}` is not a DNS label"));
+        if let Err(e) = flags::check_namespace("watch-namespace", ns) {
+            problems.push(e.to_string());
         }
     }
     if !(1..=10).contains(&args.replicas) {
         problems.push(format!("--replicas {} is outside 1..10", args.replicas));
     }
-    if !is_duration(&args.member_replacement_delay) {
-        problems.push(format!(
-            "--member-replacement-delay `{}` is not a duration such as 90s, 10m or 1h",
-            args.member_replacement_delay
-        ));
+    // The healer's own bound and message: a value it would refuse never reaches it.
+    if let Err(e) = flags::MEMBER_REPLACEMENT_DELAY.check(args.member_replacement_delay) {
+        problems.push(e.to_string());
     }
     if args
         .image
@@ -134,12 +132,16 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         image: args.image.clone().unwrap_or(defaults.image),
         replicas: args.replicas,
         watch_namespaces: {
-            let mut v = args.watch_namespace.clone();
+            let mut v: Vec<String> = args
+                .watch_namespace
+                .iter()
+                .map(|ns| ns.trim().to_string())
+                .collect();
             v.sort();
             v.dedup();
             v
         },
-        member_replacement_delay: args.member_replacement_delay.clone(),
+        member_replacement_delay: args.member_replacement_delay,
         repo_url: args.repo_url.clone().unwrap_or(defaults.repo_url),
         repo_path: args.repo_path.clone().unwrap_or(defaults.repo_path),
     })
@@ -202,17 +204,4 @@ pub fn run(args: InstallArgs) -> u8 {
         }
     }
     OK
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert!(is_duration("10m") && is_duration("90s") && is_duration("1h"));
-        assert!(
-            !is_duration("10") && !is_duration("m") && !is_duration("0m") && !is_duration("1d")
-        );
-    }
 }

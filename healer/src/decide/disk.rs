@@ -22,7 +22,8 @@
 use celld_gen::api::labels::member_name;
 
 use super::{Ctx, Outcome, Reason};
-use crate::plan::{Action, Handoff, HandoffCause, HandoffRecord};
+use crate::plan::{Action, Handoff, HandoffCause};
+use crate::record::HandoffRecord;
 use crate::snapshot::{Claim, ClaimPhase, Pod, Workload};
 use crate::time::Timestamp;
 

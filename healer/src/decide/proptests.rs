@@ -7,7 +7,8 @@ use proptest::prelude::*;
 
 use crate::config::Config;
 use crate::decide;
-use crate::plan::{Action, ClaimDeletion, HandoffRecord};
+use crate::plan::{Action, ClaimDeletion};
+use crate::record::HandoffRecord;
 use crate::snapshot::*;
 use crate::testkit::*;
 use crate::time::{Span, Timestamp};

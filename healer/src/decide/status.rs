@@ -160,9 +160,16 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
             None => prev.and_then(|s| s.reservation.clone()),
         },
         member_states: member_states(cx),
-        // Written by the runtime's application observer, carried through here.
-        runtime_versions: prev.map(|s| s.runtime_versions.clone()).unwrap_or_default(),
-        application: prev.and_then(|s| s.application.clone()),
+        // The members' latest answers when the runtime has them, else what the status
+        // already said.
+        runtime_versions: match &cx.s.application {
+            Some(a) => a.versions.clone(),
+            None => prev.map(|s| s.runtime_versions.clone()).unwrap_or_default(),
+        },
+        application: match &cx.s.application {
+            Some(a) => Some(a.status.clone()),
+            None => prev.and_then(|s| s.application.clone()),
+        },
         capacity: target.and_then(|t| t.status.clone()),
     };
     Plan {

@@ -96,7 +96,7 @@ fn handoffs_of_another_fleet_with_the_same_identity_are_left_to_it() {
     let mut other = copy_pod(0);
     other.replacement_finalizer = true;
     other.replacement_index = Some(ID.into());
-    other.record = Some(RecordState::Valid(crate::plan::HandoffRecord {
+    other.record = Some(RecordState::Valid(crate::record::HandoffRecord {
         identity: ID.into(),
         claim_uid: "copy-claim-0".into(),
         claim_resource_version: "1".into(),

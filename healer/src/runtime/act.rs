@@ -48,7 +48,8 @@ use tracing::{error, info};
 
 use super::cli::HaltPoint;
 use super::leader::Gate;
-use crate::plan::{Action, ClaimDeletion, Handoff, HandoffRecord};
+use crate::plan::{Action, ClaimDeletion, Handoff};
+use crate::record::HandoffRecord;
 use crate::snapshot::WorkloadKind;
 
 /// Why a write was not made.

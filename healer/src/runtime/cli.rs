@@ -3,8 +3,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use celld_gen::api::labels::HEALER_NAMESPACE;
+use celld_gen::healer_flags::{self as flags, parse_duration};
 use clap::{Parser, ValueEnum};
 
 use super::served::Served;
@@ -79,23 +80,23 @@ pub struct Args {
     /// How long a single member may stay down (not ready, missing or terminating) before
     /// it gets a fresh disk, provided every other member has been ready for
     /// --absorb-window. At least 1m.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long = flags::MEMBER_REPLACEMENT_DELAY.name, value_name = "DURATION", default_value = flags::MEMBER_REPLACEMENT_DELAY.default, value_parser = parse_duration)]
     pub member_replacement_delay: Duration,
 
     /// How long after its termination grace ended a member Pod that is still present
     /// (its node never confirmed) is force-deleted with grace 0.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    #[arg(long = flags::FORCE_DELETE_MARGIN.name, value_name = "DURATION", default_value = flags::FORCE_DELETE_MARGIN.default, value_parser = parse_duration)]
     pub force_delete_margin: Duration,
 
     /// How long every other member must have been ready before a down member is given a
     /// fresh disk.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long = flags::ABSORB_WINDOW.name, value_name = "DURATION", default_value = flags::ABSORB_WINDOW.default, value_parser = parse_duration)]
     pub absorb_window: Duration,
 
     /// How long a claim must stay Lost before its member gets a fresh disk (a restore
     /// can bring claims back before their volumes). Checked again on a fresh read from
     /// the API server just before the handoff.
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long = flags::LOST_CLAIM_CONFIRMATION.name, value_name = "DURATION", default_value = flags::LOST_CLAIM_CONFIRMATION.default, value_parser = parse_duration)]
     pub lost_claim_confirmation: Duration,
 
     /// Watch and heal fleets in these namespaces only (comma-separated or repeated;
@@ -103,9 +104,9 @@ pub struct Args {
     /// identity check; with `celld-gen install --watch-namespace` the healer may write only
     /// in the served namespaces.
     #[arg(
-        long,
+        long = flags::NAMESPACE,
         value_name = "NS[,NS...]",
-        env = "CELLD_HEALER_NAMESPACE",
+        env = flags::NAMESPACE_ENV,
         value_delimiter = ','
     )]
     pub namespace: Vec<String>,
@@ -113,43 +114,43 @@ pub struct Args {
     /// How often each fleet's members are asked for their application view
     /// (`GET <Pod IP>:8081/state?view=application`, reported as status.application and
     /// status.runtimeVersions); 0s turns it off. Never gates any action.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long = flags::APPLICATION_INTERVAL.name, value_name = "DURATION", default_value = flags::APPLICATION_INTERVAL.default, value_parser = parse_duration)]
     pub application_interval: Duration,
 
     /// Address of the /metrics, /healthz and /readyz listener.
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(long = flags::METRICS_ADDR, value_name = "ADDR", default_value = flags::DEFAULT_METRICS_ADDR)]
     pub metrics_addr: SocketAddr,
 
     /// Log format. The level is set with RUST_LOG (default `info`).
-    #[arg(long, value_enum, default_value = "json")]
+    #[arg(long = flags::LOG_FORMAT, value_enum, default_value = flags::LOG_FORMAT_JSON)]
     pub log_format: LogFormat,
 
     /// Namespace of the coordination Lease that elects the one replica that writes.
-    #[arg(long, value_name = "NAMESPACE", default_value = HEALER_NAMESPACE)]
+    #[arg(long = flags::LEASE_NAMESPACE, value_name = "NAMESPACE", default_value = HEALER_NAMESPACE)]
     pub lease_namespace: String,
 
     /// Name of the coordination Lease.
-    #[arg(long, value_name = "NAME", default_value = "celld-healer")]
+    #[arg(long = flags::LEASE_NAME, value_name = "NAME", default_value = flags::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
 
     /// How long a lease holder that stops renewing keeps the lease; the holder renews
     /// every third of it and stops writing once a renewal is overdue.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long = flags::LEASE_DURATION.name, value_name = "DURATION", default_value = flags::LEASE_DURATION.default, value_parser = parse_duration)]
     pub lease_duration: Duration,
 
     /// This replica's name in the Lease and in Events (default: $POD_NAME, else the host
     /// name). Must differ between replicas: two processes with one identity would both
     /// consider themselves the lease holder.
-    #[arg(long, value_name = "NAME", env = "POD_NAME")]
+    #[arg(long = flags::IDENTITY, value_name = "NAME", env = flags::IDENTITY_ENV)]
     pub identity: Option<String>,
 
     /// Tests only: a claim created less than this before its Pod was made for that Pod
     /// (a member on such a disk is not given another).
-    #[arg(long, hide = true, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long = flags::FRESH_DISK_AGE.name, hide = true, value_name = "DURATION", default_value = flags::FRESH_DISK_AGE.default, value_parser = parse_duration)]
     pub fresh_disk_age: Duration,
 
     /// Tests only: accept a --member-replacement-delay below 1m.
-    #[arg(long, hide = true)]
+    #[arg(long = flags::ALLOW_SHORT_DELAYS, hide = true)]
     pub allow_short_delays: bool,
 
     /// Tests only: after this step of a disk handoff was acknowledged, stop making any
@@ -159,9 +160,15 @@ pub struct Args {
 }
 
 impl Args {
-    /// The delays `decide` applies, checked.
+    /// The delays `decide` applies, checked against the bounds of
+    /// [`celld_gen::healer_flags`] (the ones `celld-gen install` checks too, so the
+    /// messages are the same).
     pub fn decide_config(&self) -> Result<Config> {
-        let span = |d: Duration| Span(d.as_millis().min(i64::MAX as u128) as i64);
+        if !self.allow_short_delays {
+            flags::MEMBER_REPLACEMENT_DELAY.check(self.member_replacement_delay)?;
+        }
+        flags::LEASE_DURATION.check(self.lease_duration)?;
+        let span = Span::from_duration;
         let config = Config {
             replacement_delay: span(self.member_replacement_delay),
             force_delete_margin: span(self.force_delete_margin),
@@ -171,13 +178,10 @@ impl Args {
         };
         if self.allow_short_delays {
             let mut probe = config.clone();
-            probe.replacement_delay = Span::mins(1).max(probe.replacement_delay);
+            probe.replacement_delay = Config::min_replacement_delay().max(probe.replacement_delay);
             probe.validate()?;
         } else {
             config.validate()?;
-        }
-        if self.lease_duration < Duration::from_secs(3) {
-            bail!("--lease-duration must be at least 3s");
         }
         Ok(config)
     }
@@ -200,65 +204,9 @@ impl Args {
     }
 }
 
-/// Parses `90s`, `10m`, `1h`, `1m30s`, `250ms`. A unit is required.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    let mut total_ms: u128 = 0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(format!(
-                "{s:?} is not a duration: expected a number at {rest:?} (write e.g. 90s, 10m, 1h30m)"
-            ));
-        }
-        let n: u128 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("{s:?}: number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let ms = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "" => {
-                return Err(format!(
-                    "{s:?} has no unit: write e.g. {n}s or {n}m (units: ms, s, m, h)"
-                ));
-            }
-            u => return Err(format!("{s:?}: unknown unit {u:?} (units: ms, s, m, h)")),
-        };
-        total_ms = total_ms
-            .checked_add(n.saturating_mul(ms))
-            .ok_or_else(|| format!("{s:?}: too long"))?;
-    }
-    u64::try_from(total_ms)
-        .map(Duration::from_millis)
-        .map_err(|_| format!("{s:?}: too long"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("10").unwrap_err().contains("no unit"));
-        assert!(parse_duration("10d").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("m").is_err());
-    }
 
     #[test]
     fn defaults_match_the_operator() {
@@ -269,6 +217,47 @@ mod tests {
         assert_eq!(c.absorb_window, Span::mins(5));
         assert_eq!(a.metrics_addr.to_string(), "0.0.0.0:8080");
         assert_eq!(a.lease_namespace, "celld-system");
+    }
+
+    #[test]
+    fn install_args_start_the_healer() {
+        use celld_gen::install::{InstallOptions, objects};
+        let matrix = [
+            InstallOptions::default(),
+            InstallOptions {
+                member_replacement_delay: Duration::from_secs(90),
+                watch_namespaces: vec!["a".into(), "b".into()],
+                namespace: "other".into(),
+                ..InstallOptions::default()
+            },
+        ];
+        for o in matrix {
+            let (_, deployment) = objects(&o)
+                .into_iter()
+                .find(|(p, _)| p == "healer/deployment.yaml")
+                .expect("the bundle has a Deployment");
+            let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .expect("container args")
+                .iter()
+                .map(|a| a.as_str().expect("string arg").to_string());
+            let a = Args::try_parse_from(std::iter::once("celld-healer".to_string()).chain(args))
+                .expect("the healer parses the rendered args");
+            let c = a.decide_config().expect("and accepts them");
+            assert_eq!(
+                c.replacement_delay,
+                Span::from_duration(o.member_replacement_delay)
+            );
+            assert_eq!(a.lease_namespace, o.namespace);
+            assert_eq!(
+                a.served().unwrap().to_string(),
+                if o.watch_namespaces.is_empty() {
+                    "<all>".to_string()
+                } else {
+                    o.watch_namespaces.join(",")
+                }
+            );
+        }
     }
 
     #[test]
@@ -287,7 +276,11 @@ mod tests {
     #[test]
     fn short_replacement_delay_needs_the_test_flag() {
         let a = Args::parse_from(["celld-healer", "--member-replacement-delay", "20s"]);
-        assert!(a.decide_config().is_err());
+        let err = a.decide_config().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--member-replacement-delay must be at least 1m, got 20s"
+        );
         let a = Args::parse_from([
             "celld-healer",
             "--member-replacement-delay",

@@ -21,7 +21,9 @@ use kube::api::PostParams;
 use kube::{Api, Resource};
 use tracing::warn;
 
+use super::act;
 use super::metrics::Metrics;
+use crate::plan::{Action, Plan};
 
 /// Records Events on fleets.
 #[derive(Clone)]
@@ -78,6 +80,61 @@ impl Events {
         if let Err(e) = api.create(&PostParams::default(), &ev).await {
             self.metrics.error("event");
             warn!(error = %e, reason, "could not record an Event");
+        }
+    }
+
+    /// The Event of a write the healer made: the plan's own when it has one, else one
+    /// named after the action, with the status message.
+    pub async fn record_action(&self, fleet: &CelldFleet, plan: &Plan, action: &Action) {
+        let kind = act::kind(action);
+        let message = plan
+            .status
+            .conditions
+            .first()
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        match &plan.event {
+            Some(e) => {
+                self.publish(
+                    fleet,
+                    e.type_ == "Warning",
+                    e.reason,
+                    kind,
+                    e.message.clone(),
+                )
+                .await
+            }
+            None => {
+                let (warning, reason) = match action {
+                    Action::AddFleetFinalizer { .. } => (false, "FinalizerAdded"),
+                    Action::RemoveFleetFinalizer { .. } => (false, "FleetReleased"),
+                    Action::SetReplicas { from, replicas, .. } if replicas > from => {
+                        (false, "MembersAdded")
+                    }
+                    Action::SetReplicas { .. } => (false, "MemberRemoved"),
+                    Action::ForceDeletePod { .. } => (true, "MemberForceDeleted"),
+                    Action::DeletePod { .. } => (false, "MemberPodDeleted"),
+                    Action::StartHandoff(_) => (true, "DiskHandoffStarted"),
+                    Action::DeleteClaim { .. } => (true, "DiskDeleted"),
+                    Action::ReleaseHandoff { .. } => (false, "DiskHandoffFinished"),
+                    Action::AbortHandoff { .. } => (true, "DiskHandoffAborted"),
+                    Action::DeleteWorkload { .. } => (false, "WorkloadDeleted"),
+                };
+                let detail = match action {
+                    Action::SetReplicas {
+                        kind,
+                        name,
+                        from,
+                        replicas,
+                        ..
+                    } => format!(
+                        "{} {name}: spec.replicas {from} -> {replicas}. {message}",
+                        kind.as_str()
+                    ),
+                    _ => message,
+                };
+                self.publish(fleet, warning, reason, kind, detail).await
+            }
         }
     }
 }

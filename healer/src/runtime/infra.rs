@@ -31,13 +31,15 @@ use crate::snapshot::Infrastructure;
 /// Rendered Services of one fleet generation: (name, object) or why rendering failed.
 type Rendered = Arc<Result<Vec<(String, Value)>, String>>;
 
-/// Caches the rendering per fleet uid and generation (rendering runs the templates).
+/// Compares a fleet's live Services with the generator's rendering, and reports the
+/// differences as drift. Caches the rendering per fleet uid and generation (rendering runs
+/// the templates); [`ServiceDrift::retain`] drops fleets that are gone.
 #[derive(Default)]
-pub struct Verifier {
+pub struct ServiceDrift {
     cache: Mutex<HashMap<String, (i64, Rendered)>>,
 }
 
-impl Verifier {
+impl ServiceDrift {
     /// Compares the live Services (looked up by name) with the rendering of `fleet`.
     pub fn verify(
         &self,
@@ -69,9 +71,22 @@ impl Verifier {
         Infrastructure { drift }
     }
 
-    /// Drops the cached rendering of a fleet that is gone.
-    pub fn forget(&self, uid: &str) {
-        self.cache.lock().expect("infra cache").remove(uid);
+    /// Keeps the cached renderings of these fleet uids only (the live fleets).
+    pub fn retain(&self, live: &std::collections::HashSet<String>) {
+        self.cache
+            .lock()
+            .expect("infra cache")
+            .retain(|uid, _| live.contains(uid));
+    }
+
+    /// How many fleets have a cached rendering.
+    pub fn len(&self) -> usize {
+        self.cache.lock().expect("infra cache").len()
+    }
+
+    /// Whether no rendering is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn rendered(&self, fleet: &CelldFleet) -> Rendered {
@@ -270,7 +285,7 @@ mod rendering_tests {
             .unwrap()
             .remove("publishNotReadyAddresses");
         let svc: Service = serde_json::from_value(live).unwrap();
-        let v = Verifier::default();
+        let v = ServiceDrift::default();
         let drift = v.verify(&fleet, |n| (n == name).then(|| Arc::new(svc.clone())));
         assert!(
             drift

@@ -41,14 +41,15 @@ pub struct View {
     pub versions: Vec<String>,
 }
 
-/// Per-fleet views and in-flight observations.
+/// The members' latest application view of each fleet, and which fleets have an
+/// observation in flight.
 #[derive(Default)]
-pub struct Observer {
+pub struct ApplicationViews {
     views: Mutex<HashMap<ObjectRef<CelldFleet>, View>>,
     in_flight: Mutex<std::collections::HashSet<ObjectRef<CelldFleet>>>,
 }
 
-impl Observer {
+impl ApplicationViews {
     /// The latest view of a fleet.
     pub fn view(&self, key: &ObjectRef<CelldFleet>) -> Option<View> {
         self.views.lock().expect("views").get(key).cloned()
@@ -89,6 +90,16 @@ impl Observer {
             .lock()
             .expect("views")
             .retain(|k, _| live.contains(k));
+    }
+
+    /// How many fleets have a view.
+    pub fn len(&self) -> usize {
+        self.views.lock().expect("views").len()
+    }
+
+    /// Whether no fleet has a view.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -1,42 +1,50 @@
 //! The healer's runtime: the I/O around the pure [`crate::decide()`].
 //!
 //! ```text
-//! reflectors (watches)          controller.rs         act.rs            events.rs
-//! CelldFleet, StatefulSet, ──▶  one reconcile   ──▶  one write with ──▶ Event on the
-//! Deployment, ReplicaSet,       per fleet:           its preconditions  fleet; status
-//! Pod (identity label and       observe -> decide                       patch if changed
-//! replacement index), claims,
-//! Services (infra.rs)
+//! watches.rs              gather.rs           reconcile.rs          act.rs           status_writer.rs
+//! CelldFleet, workloads,  one fleet's    ──▶  observe -> decide ──▶ one write with ──▶ the status decide
+//! ReplicaSets, Pods, ──▶  objects from        -> confirm on a       its              built, Events on a
+//! claims, Services,       the caches          fresh read            preconditions    Blocked change
+//! reservations
 //! ```
 //!
-//! - [`controller`]: the watches, their stores and health, and the reconcile. A reconcile
-//!   runs when a watched object of the fleet changes, and at the wake-up time `decide`
-//!   returned; there is no polling loop.
+//! - [`controller`]: opens the watches and runs one reconcile per fleet when a watched
+//!   object of the fleet changes, and at the wake-up time `decide` returned; there is no
+//!   polling loop.
+//! - [`watches`]: the watches, their caches and health, and which fleet an object
+//!   concerns; [`gather`]: one fleet's objects and its [`crate::Snapshot`];
+//!   [`reconcile`]: the step; [`status_writer`]: the status patch; [`memory`]: what is
+//!   remembered between reconciles, and forgotten when objects go.
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
 //!   and resourceVersion preconditions.
 //! - [`leader`]: the coordination Lease; only the leader writes anything.
-//! - [`infra`]: verifies the live Services against the generator's rendering.
+//! - [`infra`]: checks the live Services against the generator's rendering.
 //! - [`members`]: asks each member for its application view (`status.application`).
 //! - [`events`], [`metrics`], [`http`]: Kubernetes Events, Prometheus metrics, and the
 //!   `/metrics`, `/healthz`, `/readyz` endpoints.
-//! - [`rbac`]: every verb on every resource the healer uses (the install bundle's
-//!   ClusterRole and Role are rendered from the same list).
-//! - [`cli`]: command-line flags.
+//! - [`rbac`]: every verb on every resource the healer uses (re-exported from the table
+//!   `celld-gen install` renders).
+//! - [`cli`]: command-line flags, declared from [`celld_gen::healer_flags`].
 
 pub mod act;
 pub mod cli;
 pub mod controller;
 pub mod events;
 pub mod fresh;
+pub mod gather;
 pub mod http;
 pub mod infra;
 pub mod leader;
 pub mod members;
+pub mod memory;
 pub mod metrics;
 pub mod rbac;
+pub mod reconcile;
 pub mod requests;
 pub mod scoped;
 pub mod served;
+pub mod status_writer;
+pub mod watches;
 
 use std::sync::Arc;
 

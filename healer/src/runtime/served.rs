@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use anyhow::{Result, bail};
-use celld_gen::validate::formats::is_dns_label;
+use anyhow::Result;
+use celld_gen::healer_flags::{self as flags, check_namespace};
 
 /// Which namespaces' fleets the healer reconciles and whose objects it watches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,13 +23,8 @@ impl Served {
         }
         let mut set = BTreeSet::new();
         for ns in namespaces {
-            let ns = ns.trim();
-            if !is_dns_label(ns, 63) {
-                bail!(
-                    "--namespace {ns:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
-                );
-            }
-            set.insert(ns.to_string());
+            check_namespace(flags::NAMESPACE, ns)?;
+            set.insert(ns.trim().to_string());
         }
         Ok(Served::Only(set))
     }

@@ -1355,6 +1355,7 @@ impl Sim {
                 },
             },
             capacity: s::CapacitySignal::default(),
+            application: None,
         }
     }
 

@@ -317,7 +317,16 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
     };
     let _lock = cluster.lock()?;
     let client = cluster.client.clone();
-    let sim = KubeSim::spawn(&cluster, KubeSimOptions::default()).await?;
+    // The same kubesim arguments as every other test (`CELLD_E2E_KUBESIM_ARGS`): with the
+    // default pod range, two clusters on one machine bind the same stub addresses.
+    let sim = KubeSim::spawn(
+        &cluster,
+        KubeSimOptions {
+            extra_args: celld_e2e::EnvOptions::default().kubesim_args,
+            ..KubeSimOptions::default()
+        },
+    )
+    .await?;
     let tmp = tempdir("golden-scale")?;
     install_crds(&cluster, &tmp).await?;
     // The examples name their StorageClass gp3 and their ServiceAccounts; here gp3 is

@@ -15,7 +15,6 @@ use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::IDENTITY;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
@@ -28,27 +27,7 @@ async fn a_healer_serving_two_namespaces_writes_nowhere_else() -> Result<()> {
     let r = served(&mut env, &mut installed).await;
     // The second install's cluster-scoped RBAC (its namespaced objects go with the
     // test's namespaces).
-    for (kind, name) in installed {
-        let gone = match kind.as_str() {
-            "ClusterRole" => Api::<ClusterRole>::all(env.client.clone())
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-            "MutatingAdmissionPolicyBinding" => Api::<
-                k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding,
-            >::all(env.client.clone())
-            .delete(&name, &DeleteParams::default())
-            .await
-            .map(|_| ()),
-            _ => Api::<ClusterRoleBinding>::all(env.client.clone())
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        };
-        if let Err(e) = gone {
-            eprintln!("[namespaces] deleting {kind} {name}: {e}");
-        }
-    }
+    delete_cluster_rbac(&env.client, "namespaces", installed).await;
     env.finish(r).await
 }
 

@@ -1,5 +1,5 @@
 //! `spec.env`: extra variables, minus every name the generator sets and every name or
-//! prefix celld refuses at start (reference/celld-runtime-and-test-scenarios.md §A.4).
+//! prefix celld refuses at start (the lists below mirror celld's own start-up check).
 //! A variable celld refuses would crash-loop every member, so it is caught here.
 
 use std::collections::BTreeSet;

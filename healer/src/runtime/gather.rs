@@ -1,0 +1,239 @@
+//! Gathering one fleet's objects from the caches, and turning them (or a fresh read's)
+//! into the [`Snapshot`] `decide` reads: the live Services checked against the
+//! rendering, the identity owner, the remembered Lost claims and force-delete back-offs,
+//! the reservation and the members' application view.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX};
+use celld_gen::api::{CelldFleet, reservation_name};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::runtime::reflector::ObjectRef;
+
+use super::fresh::{self, Gathered};
+use super::reconcile::Reconciler;
+use super::watches::{Stores, label};
+use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
+use crate::plan::Action;
+use crate::snapshot::{ApplicationView, CapacitySignal, Snapshot};
+use crate::time::Timestamp;
+
+/// Everything of one fleet from the caches, cloned (the caches keep changing).
+pub(super) fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
+    let ns = fleet.metadata.namespace.as_deref();
+    let name = fleet.metadata.name.as_deref().unwrap_or_default();
+    let identity = fleet.spec.identity.as_str();
+    let key = |n: &str| -> (Option<&str>, String) { (ns, n.to_string()) };
+    let (kns, kname) = key(name);
+    let sts = stores
+        .stateful_sets
+        .get(&ObjectRef::new(&kname).within(kns.unwrap_or_default()));
+    let dep = stores
+        .deployments
+        .get(&ObjectRef::new(&kname).within(kns.unwrap_or_default()));
+    let in_ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.namespace.as_deref() == ns
+    };
+    let mut pods: Vec<Pod> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let in_fleet_ns = ns.unwrap_or_default();
+    for p in stores
+        .pods
+        .state_in(in_fleet_ns)
+        .iter()
+        .chain(stores.held_pods.state_in(in_fleet_ns).iter())
+    {
+        let m = &p.metadata;
+        let ours = m.labels.as_ref().is_some_and(|l| {
+            l.get(IDENTITY).map(String::as_str) == Some(identity)
+                || l.get(REPLACEMENT_INDEX).map(String::as_str) == Some(identity)
+        });
+        if in_ns(m) && ours && seen.insert(m.uid.clone()) {
+            pods.push((**p).clone());
+        }
+    }
+    let claims = stores
+        .claims
+        .state_in(in_fleet_ns)
+        .iter()
+        .filter(|c| in_ns(&c.metadata) && fresh::concerns(name, identity, c))
+        .map(|c| (**c).clone())
+        .collect();
+    let replica_sets = stores
+        .replica_sets
+        .state_in(in_fleet_ns)
+        .iter()
+        .filter(|r| {
+            in_ns(&r.metadata)
+                && r.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(IDENTITY))
+                    .map(String::as_str)
+                    == Some(identity)
+        })
+        .map(|r| ReplicaSet {
+            metadata: r.metadata.clone(),
+            ..ReplicaSet::default()
+        })
+        .collect();
+    Gathered {
+        workload_sts: sts,
+        workload_dep: dep,
+        pods,
+        claims,
+        replica_sets,
+        reservation: None,
+    }
+}
+
+/// The snapshot of one fleet from gathered objects (caches or a fresh read).
+pub(super) fn snapshot_of(
+    ctx: &Reconciler,
+    fleet: &CelldFleet,
+    g: &Gathered,
+    now: Timestamp,
+) -> Result<Snapshot, ObserveError> {
+    let workload = if fleet.spec.is_stateful_set() {
+        g.workload_sts
+            .as_deref()
+            .map(WorkloadObject::StatefulSet)
+            .or(g.workload_dep.as_deref().map(WorkloadObject::Deployment))
+    } else {
+        g.workload_dep
+            .as_deref()
+            .map(WorkloadObject::Deployment)
+            .or(g.workload_sts.as_deref().map(WorkloadObject::StatefulSet))
+    };
+    let svc_ns = fleet.metadata.namespace.clone().unwrap_or_default();
+    let infrastructure = ctx.memory.services.verify(fleet, |n| {
+        ctx.stores
+            .services
+            .get(&ObjectRef::new(n).within(&svc_ns))
+            .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
+    });
+    let zones = BTreeMap::new();
+    let capacity = CapacitySignal::default();
+    let all = ctx.stores.fleets.state();
+    let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
+    let lost_since = track_lost(&ctx.memory.lost, &g.claims, now);
+    let force_retry: BTreeMap<String, Timestamp> = ctx
+        .memory
+        .force_retry
+        .lock()
+        .expect("force retry")
+        .iter()
+        .map(|(uid, (_, t))| (uid.clone(), *t))
+        .collect();
+    // The fresh read brings its own; the caches' otherwise.
+    let reservation = match &g.reservation {
+        Some(fresh) => fresh.clone(),
+        None => ctx
+            .stores
+            .reservations
+            .get(&ObjectRef::new(&reservation_name(
+                &fleet.spec.storage.bucket,
+                fleet.spec.storage.prefix.as_deref(),
+            ))),
+    };
+    let mut snapshot = observe::snapshot(Inputs {
+        fleet,
+        workload,
+        pods: &g.pods,
+        claims: &g.claims,
+        replica_sets: &g.replica_sets,
+        node_zones: &zones,
+        infrastructure: &infrastructure,
+        capacity: &capacity,
+        identity_conflict: owner.as_deref(),
+        lost_since: &lost_since,
+        force_delete_retry: &force_retry,
+        reservation: Some(reservation.as_deref()),
+    })?;
+    snapshot.application = application_view(ctx, fleet);
+    Ok(snapshot)
+}
+
+/// The members' latest application view, for `decide` to put into the status; none
+/// while observation is off (`--application-interval 0s`) or the fleet is being
+/// deleted, so the status keeps what it had.
+fn application_view(ctx: &Reconciler, fleet: &CelldFleet) -> Option<ApplicationView> {
+    if ctx.application_interval.is_zero() || fleet.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let v = ctx.memory.views.view(&ObjectRef::from_obj(fleet))?;
+    Some(ApplicationView {
+        status: v.status,
+        versions: v.versions,
+    })
+}
+
+/// Remembers when each Lost claim was first seen Lost (forgotten once it is not), and
+/// returns the entries of these claims.
+fn track_lost(
+    lost: &Mutex<HashMap<String, Timestamp>>,
+    claims: &[PersistentVolumeClaim],
+    now: Timestamp,
+) -> BTreeMap<String, Timestamp> {
+    let mut map = lost.lock().expect("lost claims");
+    let mut out = BTreeMap::new();
+    for c in claims {
+        let Some(uid) = c.metadata.uid.clone() else {
+            continue;
+        };
+        if c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
+            let since = *map.entry(uid.clone()).or_insert(now);
+            out.insert(uid, since);
+        } else {
+            map.remove(&uid);
+        }
+    }
+    out
+}
+
+/// The cached Pod an action names (for handoff steps and release).
+pub(super) fn pod_named(stores: &Stores, fleet: &CelldFleet, action: &Action) -> Option<Arc<Pod>> {
+    let name = match action {
+        Action::StartHandoff(h) => &h.pod,
+        Action::ReleaseHandoff { name, .. } | Action::AbortHandoff { name, .. } => name,
+        _ => return None,
+    };
+    let ns = fleet.metadata.namespace.as_deref().unwrap_or_default();
+    let r = ObjectRef::new(name).within(ns);
+    stores.pods.get(&r).or_else(|| stores.held_pods.get(&r))
+}
+
+/// The fleet's own member Pods: those its workload controls (directly, or through one of
+/// its ReplicaSets), never another fleet's that shares the identity.
+pub(super) fn own_members(g: &Gathered, fleet: &CelldFleet) -> Vec<Pod> {
+    let identity = fleet.spec.identity.as_str();
+    let owners: std::collections::HashSet<&str> = g
+        .workload_sts
+        .iter()
+        .filter_map(|s| s.metadata.uid.as_deref())
+        .chain(g.replica_sets.iter().filter_map(|r| {
+            let dep = g.workload_dep.as_ref()?.metadata.uid.as_deref()?;
+            r.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == dep)
+                .then_some(r.metadata.uid.as_deref())
+                .flatten()
+        }))
+        .collect();
+    g.pods
+        .iter()
+        .filter(|p| label(*p, IDENTITY) == Some(identity))
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && owners.contains(o.uid.as_str()))
+        })
+        .cloned()
+        .collect()
+}

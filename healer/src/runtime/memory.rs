@@ -1,0 +1,185 @@
+//! What the runtime remembers between reconciles, per fleet, Pod or claim, and the
+//! forgetting that keeps it no larger than the cluster: every map is pruned of objects
+//! that are gone after each status write ([`Memory::forget_gone`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use celld_gen::api::CelldFleet;
+use kube::runtime::reflector::ObjectRef;
+
+use super::infra::ServiceDrift;
+use super::members::ApplicationViews;
+use crate::time::Timestamp;
+
+type Fleet = ObjectRef<CelldFleet>;
+
+/// Keeps the entries of live objects; `live` (a cache scan) runs only when there are any.
+fn keep_live_uids<V>(m: &Mutex<HashMap<String, V>>, live: impl FnOnce() -> HashSet<String>) {
+    if m.lock().expect("memory").is_empty() {
+        return;
+    }
+    let live = live();
+    m.lock()
+        .expect("memory")
+        .retain(|uid, _| live.contains(uid));
+}
+
+/// Everything a reconcile reads or writes that is not in the caches.
+#[derive(Default)]
+pub struct Memory {
+    /// The wake-up each fleet asked for last (for the deadline lag metric).
+    pub wakes: Mutex<HashMap<Fleet, Timestamp>>,
+    /// Whether each fleet was Blocked at its last reconcile.
+    pub blocked: Mutex<HashMap<Fleet, bool>>,
+    /// Consecutive failures per fleet (error back-off).
+    pub failures: Mutex<HashMap<Fleet, u32>>,
+    /// The last "cannot read completely" report per fleet (reported once, not on every
+    /// reconcile).
+    pub unreadable: Mutex<HashMap<Fleet, String>>,
+    /// Consecutive reconciles whose destructive write the fresh read did not confirm.
+    pub holds: Mutex<HashMap<Fleet, u32>>,
+    /// The last report of ignored objects per fleet (reported once per change).
+    pub ignored: Mutex<HashMap<Fleet, Vec<String>>>,
+    /// Claim uid -> when this process first saw it Lost (without a break since).
+    pub lost: Mutex<HashMap<String, Timestamp>>,
+    /// Pod uid -> (failed force deletes in a row, when to try again).
+    pub force_retry: Mutex<HashMap<String, (u32, Timestamp)>>,
+    /// Members' application views, per fleet.
+    pub views: Arc<ApplicationViews>,
+    /// The rendered Services each fleet's live ones are checked against, per fleet uid.
+    pub services: ServiceDrift,
+}
+
+impl Memory {
+    /// Drops what is remembered of fleets, Pods and claims that are gone. `pods` and
+    /// `claims` give the live uids; each is called only when a map may hold such an
+    /// entry, and never while a lock is held.
+    pub fn forget_gone(
+        &self,
+        fleets: &[Arc<CelldFleet>],
+        pods: impl FnOnce() -> HashSet<String>,
+        claims: impl FnOnce() -> HashSet<String>,
+    ) {
+        let live: HashSet<Fleet> = fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect();
+        let uids: HashSet<String> = fleets
+            .iter()
+            .filter_map(|f| f.metadata.uid.clone())
+            .collect();
+        fn keep<V>(m: &Mutex<HashMap<Fleet, V>>, live: &HashSet<Fleet>) {
+            m.lock().expect("memory").retain(|k, _| live.contains(k));
+        }
+        keep(&self.blocked, &live);
+        keep(&self.failures, &live);
+        keep(&self.wakes, &live);
+        keep(&self.unreadable, &live);
+        keep(&self.ignored, &live);
+        keep(&self.holds, &live);
+        self.views.retain(&live);
+        self.services.retain(&uids);
+        keep_live_uids(&self.force_retry, pods);
+        keep_live_uids(&self.lost, claims);
+    }
+
+    /// How many entries each map holds (for the test that memory stays flat).
+    pub fn sizes(&self) -> [usize; 10] {
+        fn n<K, V>(m: &Mutex<HashMap<K, V>>) -> usize {
+            m.lock().expect("memory").len()
+        }
+        [
+            n(&self.wakes),
+            n(&self.blocked),
+            n(&self.failures),
+            n(&self.unreadable),
+            n(&self.holds),
+            n(&self.ignored),
+            n(&self.lost),
+            n(&self.force_retry),
+            self.views.len(),
+            self.services.len(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::runtime::members::View;
+
+    fn fleet(i: usize) -> Arc<CelldFleet> {
+        let fleet = serde_json::from_value(json!({
+            "apiVersion": "fleet.celld.dev/v1alpha1", "kind": "CelldFleet",
+            "metadata": {"name": format!("f{i}"), "namespace": "apps", "uid": format!("uid-{i}"),
+                         "resourceVersion": "1", "generation": 1},
+            "spec": {"identity": format!("7kq2m9x4c1v8b3n6z5h0j2w{i:04}"), "profile": "PersistentFleet",
+                     "runtimeImage": "ghcr.io/ewhauser/celld@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+                     "members": 3, "serviceAccountName": "runtime",
+                     "storage": {"bucket": format!("b{i}"), "region": "us-east-1", "storageClassName": "gp3"},
+                     "placement": {"zones": ["us-east-1a", "us-east-1b", "us-east-1c"]}}
+        }));
+        Arc::new(fleet.expect("a test fleet"))
+    }
+
+    /// Fleets come and go (a few live at a time, hundreds over the test): every map,
+    /// the rendered-Services cache too, holds only the live ones.
+    #[test]
+    fn memory_stays_flat_as_fleets_come_and_go() {
+        let m = Memory::default();
+        let mut live: Vec<Arc<CelldFleet>> = Vec::new();
+        for i in 0..300 {
+            let f = fleet(i);
+            let key = ObjectRef::from_obj(&*f);
+            let t = Timestamp(i as i64);
+            m.wakes.lock().unwrap().insert(key.clone(), t);
+            m.blocked.lock().unwrap().insert(key.clone(), true);
+            m.failures.lock().unwrap().insert(key.clone(), 1);
+            m.unreadable.lock().unwrap().insert(key.clone(), "x".into());
+            m.holds.lock().unwrap().insert(key.clone(), 1);
+            m.ignored
+                .lock()
+                .unwrap()
+                .insert(key.clone(), vec!["x".into()]);
+            m.lost.lock().unwrap().insert(format!("claim-{i}"), t);
+            m.force_retry
+                .lock()
+                .unwrap()
+                .insert(format!("pod-{i}"), (1, t));
+            m.views.start(&key, std::time::Duration::ZERO);
+            m.views.finish(
+                key,
+                View {
+                    at: Instant::now(),
+                    status: celld_gen::api::ApplicationStatus {
+                        converged: "True".into(),
+                        reason: "Converged".into(),
+                        observed_members: 3,
+                        message: None,
+                    },
+                    versions: Vec::new(),
+                },
+            );
+            let _ = m.services.verify(&f, |_| None);
+            live.push(f);
+            if live.len() > 3 {
+                live.remove(0);
+            }
+            // The Pods and claims of the live fleets only.
+            let pods: HashSet<String> = (i.saturating_sub(2)..=i)
+                .map(|j| format!("pod-{j}"))
+                .collect();
+            let claims: HashSet<String> = (i.saturating_sub(2)..=i)
+                .map(|j| format!("claim-{j}"))
+                .collect();
+            m.forget_gone(&live, || pods, || claims);
+            for (which, n) in m.sizes().iter().enumerate() {
+                assert!(*n <= 3, "map {which} holds {n} entries after fleet {i}");
+            }
+        }
+        m.forget_gone(&[], HashSet::new, HashSet::new);
+        assert_eq!(m.sizes(), [0; 10]);
+    }
+}

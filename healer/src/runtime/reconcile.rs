@@ -1,0 +1,477 @@
+//! The reconcile step of one fleet: read it from the caches, `decide`, confirm a
+//! destructive write on a fresh read, make the one write, write the status `decide`
+//! built, and say when to look again.
+//!
+//! A reconcile never acts on incomplete data:
+//! - before every watch has listed its objects once, or while a watch is failing, it
+//!   writes nothing and looks again shortly (log, `celld_healer_watch_healthy`);
+//! - when `observe` refuses an object, it writes nothing, records a Warning Event
+//!   `ObservationIncomplete` naming the object, and waits for the object to change.
+//!
+//! Only the lease holder reconciles; the standby keeps its caches warm and is ready, and
+//! reconciles every fleet the moment it becomes leader.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use celld_gen::api::CelldFleet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::runtime::controller::Action as KAction;
+use kube::runtime::reflector::ObjectRef;
+use tracing::{debug, info, warn};
+
+use super::act::{self, ActError, Actor};
+use super::cli::HaltPoint;
+use super::events::Events;
+use super::fresh::{self, Gathered};
+use super::gather::{gather, own_members, pod_named, snapshot_of};
+use super::leader::Gate;
+use super::memory::Memory;
+use super::metrics::Metrics;
+use super::served::Served;
+use super::status_writer::write_status;
+use super::watches::{Stores, WatchHealth};
+use crate::config::Config;
+use crate::confirm::{self, Confirmation};
+use crate::plan::{Action, Plan};
+use crate::time::Timestamp;
+
+/// What every reconcile shares: the client, the caches and their health, the delays, the
+/// leader gate, and what the runtime remembers between reconciles.
+pub(super) struct Reconciler {
+    pub(super) client: Client,
+    /// The namespaces whose fleets are reconciled (others are only read, for V2).
+    pub(super) served: Served,
+    pub(super) stores: Stores,
+    pub(super) watches: Arc<WatchHealth>,
+    pub(super) config: Config,
+    pub(super) gate: Gate,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) events: Events,
+    pub(super) halt_after: Option<HaltPoint>,
+    /// Application observation interval (zero: off).
+    pub(super) application_interval: Duration,
+    /// Per fleet, Pod and claim, between reconciles.
+    pub(super) memory: Memory,
+    /// Asks for a reconcile of a fleet (a finished application observation).
+    pub(super) poke: tokio::sync::mpsc::UnboundedSender<ObjectRef<CelldFleet>>,
+}
+
+/// Why a reconcile failed (it is retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The action's write failed.
+    #[error("{action} failed: {source}")]
+    Act {
+        /// Action kind.
+        action: &'static str,
+        /// Cause.
+        source: ActError,
+    },
+    /// The status patch failed.
+    #[error("status patch failed: {0}")]
+    Status(#[source] kube::Error),
+    /// The fresh read that must precede a destructive write failed (nothing written).
+    #[error("fresh read before a destructive write failed: {0}")]
+    FreshRead(#[source] kube::Error),
+}
+
+pub(super) fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    Timestamp(ms)
+}
+
+pub(super) fn error_policy(
+    fleet: Arc<CelldFleet>,
+    err: &ReconcileError,
+    ctx: Arc<Reconciler>,
+) -> KAction {
+    let key = ObjectRef::from_obj(&*fleet);
+    let n = {
+        let mut f = ctx.memory.failures.lock().expect("failures");
+        let n = f.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let delay = Duration::from_secs((1u64 << n.min(8)).min(300));
+    warn!(fleet = %key, error = %err, retry_in = ?delay, "reconcile failed");
+    KAction::requeue(delay)
+}
+
+/// Reads the fleet fresh from the API server, decides again and compares (see
+/// `crate::confirm`). Also returns the fresh Pod a confirmed handoff step needs.
+async fn confirm_fresh(
+    ctx: &Reconciler,
+    fleet: &CelldFleet,
+    action: &Action,
+    now: Timestamp,
+) -> Result<
+    (
+        Confirmation,
+        Option<Arc<Pod>>,
+        Option<(Plan, Arc<CelldFleet>)>,
+    ),
+    kube::Error,
+> {
+    ctx.metrics.fresh_reads.inc();
+    let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
+        return Ok((
+            Confirmation::Hold("the CelldFleet is gone from the API server".into()),
+            None,
+            None,
+        ));
+    };
+    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, now) {
+        Ok(s) => s,
+        Err(e) => return Ok((Confirmation::Hold(e.to_string()), None, None)),
+    };
+    let plan = crate::decide(&snapshot, now, &ctx.config);
+    let c = confirm::confirm(action, &plan);
+    let pod_name = match &c {
+        Confirmation::Confirmed(a) | Confirmation::Instead(a) => match a {
+            Action::StartHandoff(h) => Some(h.pod.clone()),
+            Action::ReleaseHandoff { name, .. } | Action::AbortHandoff { name, .. } => {
+                Some(name.clone())
+            }
+            _ => None,
+        },
+        Confirmation::Hold(_) => None,
+    };
+    let pod = pod_name.and_then(|n| {
+        g.pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(n.as_str()))
+            .cloned()
+            .map(Arc::new)
+    });
+    Ok((c, pod, Some((plan, Arc::new(fresh_fleet)))))
+}
+
+/// Logs and records an Event when the objects `decide` ignored changed.
+async fn report_ignored(
+    ctx: &Reconciler,
+    key: &ObjectRef<CelldFleet>,
+    fleet: &CelldFleet,
+    plan: &Plan,
+) {
+    let changed = {
+        let mut map = ctx.memory.ignored.lock().expect("ignored");
+        if plan.ignored.is_empty() {
+            map.remove(key);
+            false
+        } else {
+            map.insert(key.clone(), plan.ignored.clone()).as_ref() != Some(&plan.ignored)
+        }
+    };
+    if changed {
+        let msg = format!("Ignored, never acted on: {}", plan.ignored.join("; "));
+        warn!(fleet = %key, ignored = ?plan.ignored, "objects outside the member range are ignored");
+        ctx.events
+            .publish(fleet, true, "ObjectsIgnored", "Report", msg)
+            .await;
+    }
+}
+
+/// Turns `wake_at` into the controller's next step, remembering it for the lag metric.
+fn next_step(
+    ctx: &Reconciler,
+    key: &ObjectRef<CelldFleet>,
+    plan_wake: Option<Timestamp>,
+    now: Timestamp,
+) -> KAction {
+    let mut wakes = ctx.memory.wakes.lock().expect("wakes");
+    match plan_wake {
+        Some(t) => {
+            wakes.insert(key.clone(), t);
+            let ms = (t - now).millis().max(1) as u64;
+            KAction::requeue(Duration::from_millis(ms))
+        }
+        None => {
+            wakes.remove(key);
+            KAction::await_change()
+        }
+    }
+}
+
+pub(super) async fn reconcile(
+    fleet: Arc<CelldFleet>,
+    ctx: Arc<Reconciler>,
+) -> Result<KAction, ReconcileError> {
+    let key = ObjectRef::from_obj(&*fleet);
+    // Fleets outside the served namespaces are watched only for the identity check.
+    if !ctx
+        .served
+        .contains(fleet.metadata.namespace.as_deref().unwrap_or_default())
+    {
+        return Ok(KAction::await_change());
+    }
+    if !ctx.gate.may_act() {
+        ctx.metrics.reconcile("standby");
+        return Ok(KAction::await_change());
+    }
+    if let Err(why) = ctx
+        .watches
+        .ready_for(fleet.metadata.namespace.as_deref().unwrap_or_default())
+    {
+        ctx.metrics.reconcile("unsynced");
+        debug!(fleet = %key, why = %why, "caches incomplete: not acting");
+        return Ok(KAction::requeue(Duration::from_secs(1)));
+    }
+    // The cache may hold a newer version than the trigger.
+    let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
+    let g = gather(&ctx.stores, &fleet);
+    let now = now();
+    let snapshot = match snapshot_of(&ctx, &fleet, &g, now) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.metrics.reconcile("unobservable");
+            ctx.metrics.error("observe");
+            let msg = e.to_string();
+            let new = ctx
+                .memory
+                .unreadable
+                .lock()
+                .expect("unreadable")
+                .insert(key.clone(), msg.clone())
+                .is_none_or(|old| old != msg);
+            if new {
+                warn!(fleet = %key, error = %e, "cannot read the fleet completely: not acting");
+                ctx.events
+                    .publish(&fleet, true, "ObservationIncomplete", "Report", msg)
+                    .await;
+            }
+            return Ok(KAction::await_change());
+        }
+    };
+    ctx.memory
+        .unreadable
+        .lock()
+        .expect("unreadable")
+        .remove(&key);
+    let started = std::time::Instant::now();
+    let mut plan = crate::decide(&snapshot, now, &ctx.config);
+    ctx.metrics
+        .decide_seconds
+        .observe(started.elapsed().as_secs_f64());
+    let due = ctx.memory.wakes.lock().expect("wakes").get(&key).copied();
+    report_ignored(&ctx, &key, &fleet, &plan).await;
+
+    // A destructive write is made only if `decide` reaches it again on a fresh read
+    // from the API server (see `crate::confirm`); the write then carries the fresh
+    // preconditions, and the fresh Pod for a handoff.
+    let mut fresh_pod = None;
+    let mut fleet = fleet;
+    if let Some(action) = plan.action.clone()
+        && confirm::needs_confirmation(&action)
+    {
+        match confirm_fresh(&ctx, &fleet, &action, now).await {
+            Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, fresh)) => {
+                if a != action {
+                    info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");
+                }
+                // The fresh plan whole (its rule, event, status and wake-up describe the
+                // write actually made), against the fresh CelldFleet.
+                if let Some((p, f)) = fresh {
+                    plan = p;
+                    fleet = f;
+                }
+                plan.action = Some(a);
+                fresh_pod = pod;
+                ctx.memory.holds.lock().expect("holds").remove(&key);
+            }
+            Ok((Confirmation::Hold(why), _, fresh)) => {
+                ctx.metrics.action(act::kind(&action), "unconfirmed");
+                ctx.metrics.reconcile("unconfirmed");
+                info!(fleet = %key, rule = plan.rule, action = ?action, why = %why, "not confirmed on a fresh read: no write");
+                // Report what the fresh read shows. Look again once the caches had time
+                // to catch up, backing off while they keep disagreeing (a lasting cause,
+                // such as an unlabelled workload named like the fleet, must not become a
+                // read every few seconds); a watch event still triggers a reconcile.
+                if let Some((p, f)) = fresh {
+                    write_status(&ctx, &f, &p).await?;
+                }
+                let n = {
+                    let mut holds = ctx.memory.holds.lock().expect("holds");
+                    let n = holds.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add(1);
+                    *n
+                };
+                let secs = (5u64 << (n - 1).min(6)).min(300);
+                return Ok(KAction::requeue(Duration::from_secs(secs)));
+            }
+            Err(e) => {
+                ctx.metrics.reconcile("error");
+                ctx.metrics.error("fresh_read");
+                return Err(ReconcileError::FreshRead(e));
+            }
+        }
+    }
+
+    // Not held (a held reconcile returned above).
+    ctx.memory.holds.lock().expect("holds").remove(&key);
+
+    if let Some(action) = &plan.action {
+        let kind = act::kind(action);
+        let pod = fresh_pod.or_else(|| pod_named(&ctx.stores, &fleet, action));
+        let actor = Actor {
+            client: &ctx.client,
+            fleet: &fleet,
+            pod,
+            gate: &ctx.gate,
+            halt_after: ctx.halt_after,
+        };
+        match actor.execute(action).await {
+            Ok(()) => {
+                ctx.metrics.action(kind, "ok");
+                ctx.metrics.reconcile("acted");
+                let after = crate::time::Timestamp(self::now().0);
+                if let Some(due) = due.filter(|d| *d <= after) {
+                    ctx.metrics
+                        .deadline_lag_seconds
+                        .observe((after - due).millis() as f64 / 1000.0);
+                }
+                info!(
+                    fleet = %key, rule = plan.rule, action = kind, detail = ?action,
+                    deadline = due.map(|d| d.rfc3339()),
+                    "acted"
+                );
+                ctx.events.record_action(&fleet, &plan, action).await;
+                ctx.memory.failures.lock().expect("failures").remove(&key);
+                if let Action::ForceDeletePod { uid, .. } = action {
+                    ctx.memory
+                        .force_retry
+                        .lock()
+                        .expect("force retry")
+                        .remove(uid);
+                }
+            }
+            Err(ActError::NotLeader) => {
+                ctx.metrics.action(kind, "not_leader");
+                ctx.metrics.reconcile("standby");
+                return Ok(KAction::await_change());
+            }
+            Err(e @ ActError::Conflict(_)) => {
+                ctx.metrics.action(kind, e.outcome());
+                ctx.metrics.reconcile("conflict");
+                info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
+                return Ok(KAction::requeue(Duration::from_secs(2)));
+            }
+            Err(e) if matches!(action, Action::ForceDeletePod { .. }) => {
+                // Rule F1 must not starve the fleet's later rules: the Pod waits out a
+                // back-off (5 s doubling to 5 min) and the fleet is looked at again now.
+                ctx.metrics.action(kind, e.outcome());
+                ctx.metrics.reconcile("error");
+                ctx.metrics.error("api");
+                if let Action::ForceDeletePod { uid, name } = action {
+                    let mut m = ctx.memory.force_retry.lock().expect("force retry");
+                    let n = m.get(uid).map_or(0, |(n, _)| *n).saturating_add(1);
+                    let wait = (5_000i64 << n.min(6)).min(300_000);
+                    m.insert(uid.clone(), (n, now + crate::time::Span(wait)));
+                    warn!(fleet = %key, pod = %name, error = %e, retry_in_ms = wait, "force delete failed; retried on a back-off");
+                }
+                return Ok(KAction::requeue(Duration::from_secs(1)));
+            }
+            Err(e) => {
+                ctx.metrics.action(kind, e.outcome());
+                ctx.metrics.reconcile("error");
+                ctx.metrics.error("api");
+                if let ActError::ManagerConflict(m) = &e {
+                    ctx.events
+                        .publish(
+                            &fleet,
+                            true,
+                            "ReplicasOwnedElsewhere",
+                            kind,
+                            format!("The healer did not change spec.replicas: another field manager owns it ({m}). Stop that writer (e.g. remove replicas from Git) so the healer can own the field."),
+                        )
+                        .await;
+                }
+                return Err(ReconcileError::Act {
+                    action: kind,
+                    source: e,
+                });
+            }
+        }
+    } else {
+        ctx.metrics.reconcile("idle");
+        ctx.memory.failures.lock().expect("failures").remove(&key);
+    }
+
+    let app_next = observe_application(&ctx, &key, &fleet, &g, &plan);
+    // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
+    // the status follows from the reconcile its watch event triggers.
+    let fleet_written = matches!(
+        plan.action,
+        Some(Action::AddFleetFinalizer { .. } | Action::RemoveFleetFinalizer { .. })
+    );
+    if !fleet_written {
+        write_status(&ctx, &fleet, &plan).await?;
+    }
+    let mut step = next_step(&ctx, &key, plan.wake_at, now);
+    if plan.rule == "V2" && plan.wake_at.is_none() {
+        // A fleet blocked by an older one with its identity has no event of its own
+        // when that fleet goes: look again now and then (cache only, no request).
+        step = KAction::requeue(Duration::from_secs(30));
+    }
+    Ok(match app_next {
+        Some(d)
+            if plan
+                .wake_at
+                .is_none_or(|w| (w - now).millis() as u128 > d.as_millis()) =>
+        {
+            KAction::requeue(d)
+        }
+        _ => step,
+    })
+}
+
+/// Starts the next observation of the members' application view in the background when
+/// it is due, and says when the one after is due. (The latest view reaches the status
+/// through the snapshot: [`super::gather::snapshot_of`].)
+fn observe_application(
+    ctx: &Arc<Reconciler>,
+    key: &ObjectRef<CelldFleet>,
+    fleet: &CelldFleet,
+    g: &Gathered,
+    plan: &Plan,
+) -> Option<Duration> {
+    let interval = ctx.application_interval;
+    if interval.is_zero() || fleet.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let view = ctx.memory.views.view(key);
+    // A fleet that has not converged (members starting, moving cells, unreachable) is
+    // looked at again sooner.
+    let interval = match &view {
+        Some(v) if v.status.converged != "True" => interval.min(Duration::from_secs(5)),
+        _ => interval,
+    };
+    if plan.action.is_none() && ctx.memory.views.start(key, interval) {
+        let members = own_members(g, fleet);
+        let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
+        let (views, poke, key) = (ctx.memory.views.clone(), ctx.poke.clone(), key.clone());
+        let before = view.map(|v| (v.status, v.versions));
+        tokio::spawn(async move {
+            let view = super::members::observe(members, expected).await;
+            let changed = before.as_ref() != Some(&(view.status.clone(), view.versions.clone()));
+            views.finish(key.clone(), view);
+            // Only a changed view needs a reconcile (to write it into the status).
+            if changed {
+                let _ = poke.send(key);
+            }
+        });
+        // The next observation is due one interval from now.
+        return Some(interval);
+    }
+    if ctx.memory.views.in_flight(key) {
+        return None;
+    }
+    view.map(|v| {
+        interval
+            .saturating_sub(v.at.elapsed())
+            .max(Duration::from_millis(100))
+    })
+}

@@ -1,0 +1,164 @@
+//! The status writer: patches the status `decide` built onto the CelldFleet when it
+//! changed (a merge patch with the resourceVersion it was computed from), records an
+//! Event when the Blocked condition changed, and keeps the blocked-fleets gauge.
+
+use std::sync::Arc;
+
+use celld_gen::api::{CelldFleet, CelldFleetStatus};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Map, Value};
+use tracing::debug;
+
+use super::reconcile::{ReconcileError, Reconciler};
+use crate::plan::Plan;
+
+/// Patches the status (merge patch on the status subresource) when it changed, records
+/// an Event when the Blocked condition changed, and updates the blocked-fleets gauge.
+pub(super) async fn write_status(
+    ctx: &Reconciler,
+    fleet: &CelldFleet,
+    plan: &Plan,
+) -> Result<(), ReconcileError> {
+    let key = ObjectRef::from_obj(fleet);
+    let old = fleet.status.clone().unwrap_or_default();
+    let new = &plan.status;
+    let blocked_of = |s: &CelldFleetStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Blocked")
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let was = blocked_of(&old);
+    let is = blocked_of(new);
+    if &old != new {
+        let old_v = serde_json::to_value(&old).unwrap_or(Value::Null);
+        let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
+        if let Some(diff) = merge_diff(&old_v, &new_v) {
+            // The resourceVersion the status was computed from is a precondition: a
+            // replica deposed since it read the fleet (or one with a lagging cache)
+            // gets a conflict instead of overwriting a newer status.
+            let body = serde_json::json!({
+                "metadata": {"resourceVersion": fleet.metadata.resource_version},
+                "status": diff,
+            });
+            let api: Api<CelldFleet> = Api::namespaced(
+                ctx.client.clone(),
+                fleet.metadata.namespace.as_deref().unwrap_or_default(),
+            );
+            if !ctx.gate.may_act() {
+                return Ok(());
+            }
+            let r = api
+                .patch_status(
+                    &fleet.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&body),
+                )
+                .await;
+            match r {
+                Ok(_) => {
+                    ctx.metrics.status_writes.inc();
+                }
+                // The fleet moved on since it was read (a lagging cache, another writer):
+                // its watch event brings a reconcile with the newer version.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    debug!(fleet = %key, "status not written: the CelldFleet changed since it was read");
+                    return Ok(());
+                }
+                Err(e) => {
+                    ctx.metrics.error("status");
+                    return Err(ReconcileError::Status(e));
+                }
+            }
+        }
+    }
+    // A change of Blocked: its status flipped, or it stays True for another reason.
+    // (While it is False its reason follows every phase of the fleet; those are not
+    // changes of Blocked.)
+    let changed = match (&was, &is) {
+        (Some((s1, r1, _)), Some((s2, r2, _))) => s1 != s2 || (s2 == "True" && r1 != r2),
+        (None, Some((s, _, _))) => s == "True",
+        _ => false,
+    };
+    if changed && let Some((status, reason, message)) = &is {
+        let warning = status == "True";
+        let note = if warning {
+            format!("Blocked: {message}")
+        } else {
+            format!("No longer blocked: {message}")
+        };
+        ctx.events
+            .publish(fleet, warning, reason, "Report", note)
+            .await;
+    }
+    let blocked_now = is.as_ref().is_some_and(|(s, _, _)| s == "True");
+    let count = {
+        let mut blocked = ctx.memory.blocked.lock().expect("blocked");
+        blocked.insert(key, blocked_now);
+        blocked.values().filter(|b| **b).count()
+    };
+    ctx.metrics.blocked_fleets.set(count as i64);
+    ctx.memory.forget_gone(
+        &ctx.stores.fleets.state(),
+        || uids(ctx.stores.pods.state()),
+        || uids(ctx.stores.claims.state()),
+    );
+    Ok(())
+}
+
+/// The uids of cached objects (what [`super::memory::Memory::forget_gone`] keeps).
+fn uids<K: Resource>(objects: Vec<Arc<K>>) -> std::collections::HashSet<String> {
+    objects
+        .iter()
+        .filter_map(|o| o.meta().uid.clone())
+        .collect()
+}
+
+/// An RFC 7396 merge patch turning `old` into `new`, or None when they are equal.
+/// Removed keys become `null`; arrays and scalars are replaced whole.
+pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    if old == new {
+        return None;
+    }
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = Map::new();
+            for (k, nv) in n {
+                match o.get(k) {
+                    Some(ov) => {
+                        if let Some(d) = merge_diff(ov, nv) {
+                            out.insert(k.clone(), d);
+                        }
+                    }
+                    None => {
+                        out.insert(k.clone(), nv.clone());
+                    }
+                }
+            }
+            for k in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        _ => Some(new.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_diff_sets_changes_and_nulls_removals() {
+        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1], "gone": "x"});
+        let new = json!({"a": 1, "b": {"c": 2, "d": 4}, "e": [1, 2], "added": true});
+        assert_eq!(
+            merge_diff(&old, &new),
+            Some(json!({"b": {"d": 4}, "e": [1, 2], "added": true, "gone": null}))
+        );
+        assert_eq!(merge_diff(&old, &old), None);
+    }
+}

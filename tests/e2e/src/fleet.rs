@@ -1,0 +1,217 @@
+//! Fleet files and applying what `celld_gen` renders from them, as Argo CD does.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use celld_gen::api::CelldFleet;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::*;
+
+/// A fleet file for tests: `members` members over the three kubesim zones, short
+/// shutdown and grace, small requests.
+#[derive(Clone, Debug)]
+pub struct FleetFile {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Identity.
+    pub identity: String,
+    /// `PersistentFleet` or `Bucket`.
+    pub profile: &'static str,
+    /// `spec.members`.
+    pub members: i32,
+    /// `Ordered` for a Bucket StatefulSet.
+    pub bucket_workload: Option<&'static str>,
+    /// `spec.deletionProtection` (None: left out, which means protected).
+    pub deletion_protection: Option<bool>,
+}
+
+impl FleetFile {
+    /// A PersistentFleet.
+    pub fn persistent(ns: &str, name: &str, members: i32) -> FleetFile {
+        FleetFile {
+            namespace: ns.into(),
+            name: name.into(),
+            identity: new_identity(),
+            profile: "PersistentFleet",
+            members,
+            bucket_workload: None,
+            deletion_protection: None,
+        }
+    }
+
+    /// A Bucket fleet on a Deployment.
+    pub fn bucket(ns: &str, name: &str, members: i32) -> FleetFile {
+        FleetFile {
+            profile: "Bucket",
+            ..FleetFile::persistent(ns, name, members)
+        }
+    }
+
+    /// The same fleet with `spec.deletionProtection` set.
+    pub fn protection(mut self, on: bool) -> FleetFile {
+        self.deletion_protection = Some(on);
+        self
+    }
+
+    /// The fleet file text.
+    pub fn yaml(&self) -> String {
+        let storage_class = if self.profile == "PersistentFleet" {
+            format!("\n    storageClassName: {STORAGE_CLASS}\n    sizeGiB: 1")
+        } else {
+            String::new()
+        };
+        let bw = self
+            .bucket_workload
+            .map(|b| format!("\n  bucketWorkload: {b}"))
+            .unwrap_or_default();
+        let protection = self
+            .deletion_protection
+            .map(|p| format!("  deletionProtection: {p}\n"))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: fleet.celld.dev/v1alpha1
+kind: CelldFleet
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  identity: {id}
+  profile: {profile}{bw}
+  runtimeImage: ghcr.io/ewhauser/celld@sha256:{digest}
+  members: {members}
+  serviceAccountName: {sa}
+  storage:
+    bucket: e2e-{ns}-{name}
+    region: us-east-1{storage_class}
+  placement:
+    zones: [{z0}, {z1}, {z2}]
+    mode: Strict
+  execution:
+    cpuRequest: 50m
+    memoryRequest: 64Mi
+    memoryLimit: 256Mi
+  lifecycle:
+    shutdownSeconds: 1
+    terminationGraceSeconds: {grace}
+{protection}",
+            name = self.name,
+            ns = self.namespace,
+            id = self.identity,
+            profile = self.profile,
+            digest = "ab".repeat(32),
+            members = self.members,
+            sa = MEMBER_SA,
+            z0 = ZONES[0],
+            z1 = ZONES[1],
+            z2 = ZONES[2],
+            grace = GRACE_S,
+        )
+    }
+}
+
+/// Parses and validates a fleet file with the generator.
+pub fn load_fleet(yaml: &str) -> Result<CelldFleet> {
+    celld_gen::load::load_str(Path::new("e2e-fleet.yaml"), yaml).map_err(|d| {
+        anyhow!(
+            "invalid test fleet:\n{}",
+            d.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })
+}
+
+/// The rendered objects of a fleet, as JSON, in apply order.
+pub fn rendered_objects(fleet: &CelldFleet) -> Result<Vec<Value>> {
+    let r = celld_gen::render::render_fleet(fleet).map_err(|e| anyhow!("render: {e}"))?;
+    r.objects
+        .iter()
+        .map(|o| serde_saphyr::from_str::<Value>(&o.yaml).map_err(|e| anyhow!("{}: {e}", o.file)))
+        .collect()
+}
+
+/// Plural of the kinds the generator renders.
+pub(crate) fn plural(kind: &str) -> Result<&'static str> {
+    Ok(match kind {
+        "CelldBucketReservation" => "celldbucketreservations",
+        "CelldFleet" => "celldfleets",
+        "NetworkPolicy" => "networkpolicies",
+        "PodDisruptionBudget" => "poddisruptionbudgets",
+        "Service" => "services",
+        "Deployment" => "deployments",
+        "StatefulSet" => "statefulsets",
+        "HTTPRoute" => "httproutes",
+        "Ingress" => "ingresses",
+        "Namespace" => "namespaces",
+        "ServiceAccount" => "serviceaccounts",
+        "ClusterRole" => "clusterroles",
+        "ClusterRoleBinding" => "clusterrolebindings",
+        "Role" => "roles",
+        "RoleBinding" => "rolebindings",
+        "CustomResourceDefinition" => "customresourcedefinitions",
+        "StorageClass" => "storageclasses",
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
+        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
+        other => bail!("no plural known for kind {other}"),
+    })
+}
+
+/// The `Api` for an object given as JSON.
+pub fn dynamic_api(client: &Client, obj: &Value) -> Result<(Api<DynamicObject>, String)> {
+    let api_version = obj["apiVersion"].as_str().context("apiVersion")?;
+    let kind = obj["kind"].as_str().context("kind")?;
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .context("metadata.name")?
+        .to_string();
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, plural(kind)?);
+    let api = match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    Ok((api, name))
+}
+
+/// Server-side applies `obj` under `manager` (forced, as Argo CD does); with `dry_run`,
+/// returns what the object would become.
+pub async fn apply(
+    client: &Client,
+    obj: &Value,
+    manager: &str,
+    dry_run: bool,
+) -> Result<DynamicObject> {
+    let (api, name) = dynamic_api(client, obj)?;
+    let mut pp = PatchParams::apply(manager).force();
+    if dry_run {
+        pp = pp.dry_run();
+    }
+    api.patch(&name, &pp, &Patch::Apply(obj))
+        .await
+        .with_context(|| format!("applying {} {name}", obj["kind"]))
+}
+
+/// Applies every rendered object of a fleet as Argo CD would.
+pub async fn apply_rendered(
+    client: &Client,
+    fleet: &CelldFleet,
+    dry_run: bool,
+) -> Result<Vec<DynamicObject>> {
+    let mut out = Vec::new();
+    for o in rendered_objects(fleet)? {
+        out.push(apply(client, &o, ARGO, dry_run).await?);
+    }
+    Ok(out)
+}
