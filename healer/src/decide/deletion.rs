@@ -15,7 +15,7 @@ use crate::plan::{Action, ClaimDeletion};
 pub(crate) fn run(cx: &mut Ctx) -> Outcome {
     // Rule D8 (deletion protection): a protected fleet keeps its workload and every disk;
     // the admission policy normally refuses the delete, this covers clusters without it.
-    if cx.fleet.deletion_protected {
+    if cx.fleet.deletion_protected && super::mutation::on("D8") {
         return Outcome::report(
             "D8",
             Reason::DeletionProtected,

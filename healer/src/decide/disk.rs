@@ -121,7 +121,7 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
             // (a restore may bring claims back before their volumes), so the claim must
             // have stayed Lost for the confirmation window.
             let confirmed_at = c.lost_since.unwrap_or(cx.now) + cx.cfg.lost_confirmation;
-            if cx.now < confirmed_at {
+            if cx.now < confirmed_at && super::mutation::on("R2-window") {
                 cx.wake_at(confirmed_at);
                 note.get_or_insert_with(|| {
                     format!(

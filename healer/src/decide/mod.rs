@@ -22,6 +22,7 @@ mod disk;
 mod force_delete;
 mod growth;
 mod handoff;
+pub(crate) mod mutation;
 #[cfg(test)]
 mod proptests;
 mod status;
@@ -306,7 +307,12 @@ fn run(cx: &mut Ctx) -> Outcome {
     // labelled with it can be proven this fleet's. No growth, healing or deletion; a
     // deleted one is released without deleting anything (the disks stay the older
     // fleet's to use or keep).
-    if let Some(other) = &cx.fleet.identity_conflict {
+    if let Some(other) = cx
+        .fleet
+        .identity_conflict
+        .as_ref()
+        .filter(|_| mutation::on("V2"))
+    {
         if cx.fleet.deleting && cx.fleet.has_finalizer {
             return Outcome::act(
                 "V2",
@@ -329,7 +335,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     }
     // Rule V1 (invalid configuration): the live spec fails the same validation as
     // `celld-gen check`; nothing is acted on from an invalid object.
-    if !cx.fleet.invalid.is_empty() {
+    if !cx.fleet.invalid.is_empty() && mutation::on("V1") {
         return Outcome::report(
             "V1",
             Reason::InvalidConfiguration,
@@ -365,7 +371,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     }
     // Rule V3 (storage scope): the bucket and prefix are reserved to another identity;
     // growing or healing would let two fleets write one bucket scope.
-    if let Some((reservation, owner)) = cx.storage_conflict() {
+    if let Some((reservation, owner)) = cx.storage_conflict().filter(|_| mutation::on("V3")) {
         capacity::compute(cx);
         return Outcome::report(
             "V3",

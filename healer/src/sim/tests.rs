@@ -117,3 +117,18 @@ fn sim_fails_when_the_reservation_is_not_read_fresh() {
     let (seed, v) = found.expect("no seed failed with the reservation taken from the cache");
     eprintln!("reservation from the cache, seed {seed}: {}", v.0);
 }
+
+/// Each safety guard of `decide` is load-bearing: with it switched off (in this thread
+/// only), some seed breaks the invariant it keeps. V1 (invalid spec), V2 (identity
+/// conflict), V3 (bucket reserved to another identity), D8 (deletion protection) and the
+/// Lost confirmation window of R2.
+#[test]
+fn sim_fails_without_each_guard() {
+    for guard in ["V1", "V2", "V3", "D8", "R2-window"] {
+        let found = crate::decide::mutation::without(guard, || {
+            (0..6_000).find_map(|seed| super::run_seed(seed).err().map(|(v, _)| (seed, v)))
+        });
+        let (seed, v) = found.unwrap_or_else(|| panic!("no seed failed with {guard} off"));
+        eprintln!("without {guard}, seed {seed}: {}", v.0);
+    }
+}
