@@ -138,7 +138,8 @@ fn the_rendered_fleet_is_the_fleet_as_written() {
         assert_eq!(
             annotations,
             celld_gen::render::context::fleet_annotations(
-                loaded.fleet.metadata.annotations.as_ref()
+                loaded.fleet.metadata.annotations.as_ref(),
+                loaded.fleet.spec.capacity_mode() == Some(celld_gen::api::CapacityMode::External)
             ),
             "{ns}/{name}"
         );

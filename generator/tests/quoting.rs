@@ -101,7 +101,8 @@ fn tricky_strings_round_trip_in_every_object() {
     assert_eq!(
         back.metadata.annotations,
         Some(celld_gen::render::context::fleet_annotations(
-            fleet.metadata.annotations.as_ref()
+            fleet.metadata.annotations.as_ref(),
+            fleet.spec.capacity_mode() == Some(celld_gen::api::CapacityMode::External)
         ))
     );
 

@@ -50,6 +50,12 @@ pub const ARGOCD_SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
 pub const FLUX_PRUNE: &str = "kustomize.toolkit.fluxcd.io/prune";
 /// Value of [`FLUX_PRUNE`] that stops Flux from pruning the object.
 pub const FLUX_PRUNE_DISABLED: &str = "disabled";
+/// Annotation celld-gen renders on a CelldFleet whose `spec.members` belongs to a `/scale`
+/// writer (capacity mode External), so that GitOps ignore rules can select exactly those
+/// fleets (the Flux Kustomization of `celld-gen install` does).
+pub const MEMBERS_OWNER: &str = "fleet.celld.dev/members-owner";
+/// Value of [`MEMBERS_OWNER`]: the `/scale` subresource's writer.
+pub const MEMBERS_OWNER_SCALE: &str = "scale";
 /// Argo CD sync options every rendered CelldFleet carries (in [`ARGOCD_SYNC_OPTIONS`]):
 /// pruning it (its file removed from Git) or deleting it with its Application waits for a
 /// person to confirm in Argo CD, so a GitOps tool never starts a fleet deletion silently.

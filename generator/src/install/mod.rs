@@ -421,7 +421,14 @@ fn flux_kustomization(o: &InstallOptions) -> Value {
             "ignore": [
                 {"paths": ["/spec/replicas"], "target": {"group": "apps", "kind": "StatefulSet"}},
                 {"paths": ["/spec/replicas"], "target": {"group": "apps", "kind": "Deployment"}},
-                {"paths": ["/spec/members"], "target": {"group": labels::GROUP, "kind": "CelldFleet"}},
+                // Only External fleets hand spec.members to a /scale writer: celld-gen
+                // marks exactly those, so a members change committed for any other fleet
+                // is applied.
+                {"paths": ["/spec/members"], "target": {
+                    "group": labels::GROUP,
+                    "kind": "CelldFleet",
+                    "annotationSelector": format!("{}={}", labels::MEMBERS_OWNER, labels::MEMBERS_OWNER_SCALE),
+                }},
             ],
         },
     })

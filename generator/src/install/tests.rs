@@ -255,6 +255,14 @@ fn gitops_examples_ignore_exactly_the_fields_others_own() {
     assert_eq!(ignores[0]["jsonPointers"][0], "/spec/replicas");
     let flux = get("flux/kustomization.yaml");
     assert_eq!(flux["spec"]["ignore"][0]["paths"][0], "/spec/replicas");
+    // spec.members only of the fleets render marks as External: under Flux, a members
+    // change committed for any other fleet must be applied.
+    let members = &flux["spec"]["ignore"][2];
+    assert_eq!(members["paths"][0], "/spec/members");
+    assert_eq!(
+        members["target"]["annotationSelector"],
+        format!("{}={}", labels::MEMBERS_OWNER, labels::MEMBERS_OWNER_SCALE)
+    );
     let cm = get("argocd/argocd-cm-health.yaml");
     assert_eq!(
         cm["data"]["resource.customizations.health.fleet.celld.dev_CelldFleet"].as_str(),

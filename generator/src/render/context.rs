@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::api::{CelldFleet, Egress, PlacementMode, Profile, labels, reservation_name};
+use crate::api::{
+    CapacityMode, CelldFleet, Egress, PlacementMode, Profile, labels, reservation_name,
+};
 
 /// Label and annotation keys, from [`crate::api::labels`], so templates and the healer can
 /// never spell one differently.
@@ -48,9 +50,22 @@ const KEYS: Keys = Keys {
 /// Argo CD gets [`labels::FLEET_ARGOCD_SYNC_OPTIONS`] (`Prune=confirm,Delete=confirm`)
 /// appended to any sync options the user wrote, except where the user already chose
 /// `Prune=`/`Delete=` (validation admits only `false` or `confirm` there, never weaker);
-/// Flux gets `prune: disabled`.
-pub fn fleet_annotations(user: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+/// Flux gets `prune: disabled`. An External fleet is marked [`labels::MEMBERS_OWNER`]
+/// (and only an External one: the mark is removed from any other), which the install
+/// bundle's Flux ignore rule for `spec.members` selects on.
+pub fn fleet_annotations(
+    user: Option<&BTreeMap<String, String>>,
+    external: bool,
+) -> BTreeMap<String, String> {
     let mut out = user.cloned().unwrap_or_default();
+    if external {
+        out.insert(
+            labels::MEMBERS_OWNER.into(),
+            labels::MEMBERS_OWNER_SCALE.into(),
+        );
+    } else {
+        out.remove(labels::MEMBERS_OWNER);
+    }
     let mut options: Vec<String> = out
         .get(labels::ARGOCD_SYNC_OPTIONS)
         .map(|v| {
@@ -353,7 +368,10 @@ impl FleetContext {
             identity: spec.identity.clone(),
             fleet_api_version: labels::API_VERSION,
             fleet_labels: fleet.metadata.labels.clone().filter(|m| !m.is_empty()),
-            fleet_annotations: fleet_annotations(fleet.metadata.annotations.as_ref()),
+            fleet_annotations: fleet_annotations(
+                fleet.metadata.annotations.as_ref(),
+                spec.capacity_mode() == Some(CapacityMode::External),
+            ),
             spec: spec_value,
             workload: Workload {
                 stateful,
@@ -554,7 +572,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            fleet_annotations((!m.is_empty()).then_some(&m))
+            fleet_annotations((!m.is_empty()).then_some(&m), false)
         };
         let plain = guards(&[]);
         assert_eq!(
@@ -563,6 +581,14 @@ mod tests {
         );
         assert_eq!(plain[labels::FLUX_PRUNE], "disabled");
         assert_eq!(plain.len(), 2);
+        // Only an External fleet carries the mark Flux's members ignore rule selects on.
+        assert_eq!(
+            fleet_annotations(None, true)[labels::MEMBERS_OWNER],
+            labels::MEMBERS_OWNER_SCALE
+        );
+        let forged: BTreeMap<String, String> =
+            [(labels::MEMBERS_OWNER.to_string(), "scale".to_string())].into();
+        assert!(!fleet_annotations(Some(&forged), false).contains_key(labels::MEMBERS_OWNER));
         let mine = guards(&[
             (
                 labels::ARGOCD_SYNC_OPTIONS,

@@ -184,8 +184,12 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
                 check_gitops_guard(c, map.as_ref().and_then(|m| m.get(key)), key, field);
             }
             // Our own keys mean something to the healer (identity, handoff records);
-            // a fleet file must not be able to forge them.
-            if key.starts_with(&format!("{}/", labels::GROUP)) {
+            // a fleet file must not be able to forge them. The members-owner mark is
+            // set or removed by render itself from the capacity mode, whatever the file
+            // says, so a rendered fleet read back as input stays valid.
+            if key.starts_with(&format!("{}/", labels::GROUP))
+                && !(field == "metadata.annotations" && key == labels::MEMBERS_OWNER)
+            {
                 c.fail(
                     &format!("{field}.{key}"),
                     format!("`{key}` is reserved for celld-gen and the healer"),
