@@ -31,11 +31,9 @@ mod model;
 #[cfg(test)]
 mod tests;
 
-pub use model::{Outcome, run_seed};
 #[cfg(test)]
-pub use model::{
-    run_seed_unconfirmed, run_seed_with_cached_reservation, run_seed_without_preconditions,
-};
+pub use model::{Mutation, run_seed_mutated};
+pub use model::{Outcome, run_seed};
 
 use crate::time::Span;
 

@@ -2305,32 +2305,30 @@ pub fn run_seed(seed: u64) -> Result<Outcome, (Violation, Vec<String>)> {
     }
 }
 
-/// The mutation check of the late writes' preconditions: runs one seed in which a
-/// deposed replica's late writes land whatever their uid and resourceVersion
-/// preconditions say. Returns the violation, if any.
+/// A protection of the runtime that a mutation check switches off in the simulation.
 #[cfg(test)]
-pub fn run_seed_without_preconditions(seed: u64) -> Option<Violation> {
-    let mut sim = Sim::new(seed, false);
-    sim.ignore_preconditions = true;
-    sim.run().err()
+#[derive(Clone, Copy, Debug)]
+pub enum Mutation {
+    /// The healer acts on its lagging caches, without the fresh-read confirmation.
+    Unconfirmed,
+    /// A deposed replica's late writes land whatever their uid and resourceVersion
+    /// preconditions say.
+    NoPreconditions,
+    /// The confirmation before a write takes the bucket reservation from the (lagging)
+    /// cache instead of reading it fresh.
+    CachedReservation,
 }
 
-/// The mutation check of the reservation's fresh read: runs one seed in which the
-/// confirmation before a write takes the bucket reservation from the (lagging) cache.
-/// Returns the violation, if any.
+/// The mutation checks: runs one seed with `m` switched off. Returns the violation, if
+/// any.
 #[cfg(test)]
-pub fn run_seed_with_cached_reservation(seed: u64) -> Option<Violation> {
+pub fn run_seed_mutated(seed: u64, m: Mutation) -> Option<Violation> {
     let mut sim = Sim::new(seed, false);
-    sim.fresh_reservation = false;
-    sim.run().err()
-}
-
-/// The mutation check of the fresh-read confirmation: runs one seed with the healer
-/// acting on its lagging caches unconfirmed. Returns the violation, if any.
-#[cfg(test)]
-pub fn run_seed_unconfirmed(seed: u64) -> Option<Violation> {
-    let mut sim = Sim::new(seed, false);
-    sim.skip_confirmation = true;
+    match m {
+        Mutation::Unconfirmed => sim.skip_confirmation = true,
+        Mutation::NoPreconditions => sim.ignore_preconditions = true,
+        Mutation::CachedReservation => sim.fresh_reservation = false,
+    }
     sim.run().err()
 }
 

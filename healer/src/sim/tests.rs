@@ -91,7 +91,9 @@ fn sim_replay() {
 /// unjustified destructive write within a few hundred seeds.
 #[test]
 fn sim_fails_without_the_fresh_read_confirmation() {
-    let found = (0..2_000).find_map(|seed| super::run_seed_unconfirmed(seed).map(|v| (seed, v)));
+    let found = (0..2_000).find_map(|seed| {
+        super::run_seed_mutated(seed, super::Mutation::Unconfirmed).map(|v| (seed, v))
+    });
     let (seed, v) = found.expect("no seed failed without the fresh-read confirmation");
     eprintln!("without confirmation, seed {seed}: {}", v.0);
 }
@@ -101,8 +103,9 @@ fn sim_fails_without_the_fresh_read_confirmation() {
 /// seeds.
 #[test]
 fn sim_fails_when_late_writes_ignore_their_preconditions() {
-    let found =
-        (0..4_000).find_map(|seed| super::run_seed_without_preconditions(seed).map(|v| (seed, v)));
+    let found = (0..4_000).find_map(|seed| {
+        super::run_seed_mutated(seed, super::Mutation::NoPreconditions).map(|v| (seed, v))
+    });
     let (seed, v) = found.expect("no seed failed with the preconditions of late writes waived");
     eprintln!("late writes without preconditions, seed {seed}: {}", v.0);
 }
@@ -112,8 +115,9 @@ fn sim_fails_when_late_writes_ignore_their_preconditions() {
 /// grown or healed within a few thousand seeds.
 #[test]
 fn sim_fails_when_the_reservation_is_not_read_fresh() {
-    let found = (0..4_000)
-        .find_map(|seed| super::run_seed_with_cached_reservation(seed).map(|v| (seed, v)));
+    let found = (0..4_000).find_map(|seed| {
+        super::run_seed_mutated(seed, super::Mutation::CachedReservation).map(|v| (seed, v))
+    });
     let (seed, v) = found.expect("no seed failed with the reservation taken from the cache");
     eprintln!("reservation from the cache, seed {seed}: {}", v.0);
 }
