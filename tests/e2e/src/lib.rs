@@ -14,6 +14,8 @@
 //! `KUBESIM_BIN` and `CELLD_STUB_BIN` name the binaries), because a test crate cannot
 //! depend on another package's binary target.
 
+pub mod gitops;
+
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

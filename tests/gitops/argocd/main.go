@@ -23,12 +23,12 @@ import (
 
 	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/diff"
 	synccommon "github.com/argoproj/argo-cd/gitops-engine/v3/pkg/sync/common"
-	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/utils/kube"
 	"github.com/argoproj/argo-cd/v3/common"
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/util/argo"
 	argodiff "github.com/argoproj/argo-cd/v3/util/argo/diff"
 	"github.com/argoproj/argo-cd/v3/util/argo/normalizers"
+	kubeutil "github.com/argoproj/argo-cd/v3/util/kube"
 	"github.com/argoproj/argo-cd/v3/util/lua"
 	"github.com/argoproj/argo-cd/v3/util/settings"
 	corev1 "k8s.io/api/core/v1"
@@ -215,7 +215,7 @@ func syncObjects(ctx context.Context, req *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops, cleanup, err := (&kube.KubectlCmd{}).ManageResources(cfg)
+	ops, cleanup, err := kubeutil.NewKubectl().ManageResources(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func diffObjects(ctx context.Context, req *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	kubectl := &kube.KubectlCmd{}
+	kubectl := kubeutil.NewKubectl()
 	_, gvkParser, err := kubectl.LoadOpenAPISchema(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("loading the OpenAPI schema: %w", err)
@@ -276,7 +276,7 @@ func diffObjects(ctx context.Context, req *request) (any, error) {
 		}
 		lives[i] = live
 	}
-	applier, cleanup, err := kubectl.ManageServerSideDiffDryRuns(cfg)
+	applier, cleanup, err := kubeutil.ManageServerSideDiffDryRuns(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
