@@ -393,15 +393,6 @@ pub fn ensure_label_change_detected(engine: &dyn Engine, objs: &[Value], i: usiz
     Ok(())
 }
 
-/// What [`healer_scenario`] runs after each step.
-pub type Step<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>>;
-
-/// A check [`healer_scenario`] runs after each in-sync check.
-pub trait AfterStep {
-    /// Runs after `step` (a short name of the healer action).
-    fn after<'a>(&'a self, env: &'a crate::Env, step: &'a str) -> Step<'a>;
-}
-
 /// The sync/diff calls are blocking subprocesses: run them off the async workers.
 fn blocking<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     tokio::task::block_in_place(f)
@@ -496,36 +487,54 @@ async fn settle(env: &crate::Env, name: &str, identity: &str, n: i32) -> Result<
     Ok(())
 }
 
-/// Objects of `engine`'s Git for the healer scenario: a PersistentFleet grown by the
-/// healer, and an External Bucket fleet scaled through `/scale`.
+/// Git of the healer scenario: a PersistentFleet of 4 members, an External Bucket fleet
+/// (its members are written through `/scale`), and the same Git with the PersistentFleet
+/// at 3 members (a later commit).
 pub struct HealerFleets {
     pub persistent: crate::FleetFile,
     pub external: crate::FleetFile,
     pub objects: Vec<Value>,
+    pub contracted: Vec<Value>,
 }
 
 impl HealerFleets {
     pub fn new(ns: &str) -> Result<HealerFleets> {
-        let persistent = crate::FleetFile::persistent(ns, "alpha", 3).protection(false);
+        let persistent = crate::FleetFile::persistent(ns, "alpha", 4).protection(false);
         let external = crate::FleetFile::bucket(ns, "ext", 3).protection(false);
-        let mut objects = crate::rendered_objects(&crate::load_fleet(&persistent.yaml())?)?;
-        objects.extend(crate::rendered_objects(&crate::load_fleet(
-            &external_fleet_yaml(&external)?,
-        )?)?);
+        let ext = crate::rendered_objects(&crate::load_fleet(&external_fleet_yaml(&external)?)?)?;
+        let render = |members: i32| -> Result<Vec<Value>> {
+            let f = crate::FleetFile {
+                members,
+                ..persistent.clone()
+            };
+            let mut objs = crate::rendered_objects(&crate::load_fleet(&f.yaml())?)?;
+            objs.extend(ext.iter().cloned());
+            Ok(objs)
+        };
         Ok(HealerFleets {
+            objects: render(4)?,
+            contracted: render(3)?,
             persistent,
             external,
-            objects,
         })
     }
 }
 
+/// What [`healer_scenario`] runs after each step.
+pub type Step<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>>;
+
+/// A check [`healer_scenario`] runs after each in-sync check.
+pub trait AfterStep {
+    /// Runs after `step` (a short name of the healer action), with Git's objects.
+    fn after<'a>(&'a self, env: &'a crate::Env, step: &'a str, objs: &'a [Value]) -> Step<'a>;
+}
+
 /// Git synced by `engine`, then the healer acts; after each action the engine reports
-/// every object in sync: growth (0 -> 3 of a PersistentFleet, 1 -> 3 of a Bucket
-/// Deployment), an External `/scale` write 3 -> 4 and the healer's growth, a `/scale`
-/// write 4 -> 3 and the healer's contraction. Negative control: a label changed on the
-/// live StatefulSet is out of sync. `after_each` runs after each in-sync check (Argo CD
-/// uses it for live health).
+/// every object in sync: growth (0 -> 4 members of a PersistentFleet, the Bucket
+/// Deployment to the External fleet's count), an External `/scale` write to 3 and the
+/// healer's growth, and a later commit with the PersistentFleet at 3 synced and the
+/// healer's contraction 4 -> 3. Negative control: a label changed on the live
+/// StatefulSet is out of sync. `after_each` runs after each in-sync check.
 pub async fn healer_scenario(
     env: &mut crate::Env,
     engine: &dyn Engine,
@@ -533,37 +542,47 @@ pub async fn healer_scenario(
     after_each: &dyn AfterStep,
 ) -> Result<()> {
     use kube::api::{Patch, PatchParams};
-    let objs = &fleets.objects;
     let (alpha, ext) = (&fleets.persistent, &fleets.external);
+    let objs = &fleets.objects;
     blocking(|| engine.sync(objs))?;
     blocking(|| ensure_in_sync(engine, objs, "after the first sync"))?;
 
     env.healer(env.healer_options())?;
-    settle(env, "alpha", &alpha.identity, 3).await?;
+    settle(env, "alpha", &alpha.identity, 4).await?;
+    // An External fleet starts at the CRD's default count until its /scale writer acts.
+    settle(env, "ext", &ext.identity, 1).await?;
+    blocking(|| ensure_in_sync(engine, objs, "after growth by the healer (alpha 0 -> 4)"))?;
+    after_each.after(env, "growth", objs).await?;
+
+    let api: kube::Api<celld_gen::api::CelldFleet> = env.api();
+    api.patch_scale(
+        "ext",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .context("/scale of ext to 3")?;
     settle(env, "ext", &ext.identity, 3).await?;
     blocking(|| {
         ensure_in_sync(
             engine,
             objs,
-            "after growth by the healer (alpha 0 -> 3, ext 1 -> 3)",
+            "after an External /scale write to 3 and the healer's growth 1 -> 3",
         )
     })?;
-    after_each.after(env, "grown").await?;
+    after_each.after(env, "/scale", objs).await?;
 
-    let api: kube::Api<celld_gen::api::CelldFleet> = env.api();
-    for (n, what) in [(4, "growth"), (3, "contraction")] {
-        api.patch_scale(
-            "ext",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": n}})),
+    let objs = &fleets.contracted;
+    blocking(|| engine.sync(objs))?;
+    settle(env, "alpha", &alpha.identity, 3).await?;
+    blocking(|| {
+        ensure_in_sync(
+            engine,
+            objs,
+            "after Git lowered alpha to 3 and the healer's contraction 4 -> 3",
         )
-        .await
-        .with_context(|| format!("/scale of ext to {n}"))?;
-        settle(env, "ext", &ext.identity, n).await?;
-        let when = format!("after an External /scale write to {n} and the healer's {what}");
-        blocking(|| ensure_in_sync(engine, objs, &when))?;
-        after_each.after(env, what).await?;
-    }
+    })?;
+    after_each.after(env, "contraction", objs).await?;
 
     // Negative control: a hand-edited label on the live StatefulSet.
     let sts: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> = env.api();

@@ -139,7 +139,7 @@ async fn argocd_keeps_fleets_in_sync_through_healer_actions() -> Result<()> {
 struct Healthy<'x>(&'x Argo);
 
 impl gitops::AfterStep for Healthy<'_> {
-    fn after<'a>(&'a self, env: &'a Env, step: &'a str) -> gitops::Step<'a> {
+    fn after<'a>(&'a self, env: &'a Env, step: &'a str, _: &'a [Value]) -> gitops::Step<'a> {
         Box::pin(async move {
             for name in ["alpha", "ext"] {
                 let (status, message) = wait_health(self.0, env, name, "Healthy").await?;

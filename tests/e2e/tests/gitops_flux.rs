@@ -55,18 +55,20 @@ async fn flux_keeps_fleets_in_sync_through_healer_actions() -> Result<()> {
 
 /// After each healer action: Flux's periodic reconcile (`ApplyAllStaged` again, as
 /// kustomize-controller runs it every interval) changes nothing.
-struct Reconcile<'x> {
-    flux: &'x Flux,
-    objs: &'x [serde_json::Value],
-}
+struct Reconcile<'x>(&'x Flux);
 
 impl gitops::AfterStep for Reconcile<'_> {
-    fn after<'a>(&'a self, _: &'a Env, step: &'a str) -> gitops::Step<'a> {
+    fn after<'a>(
+        &'a self,
+        _: &'a Env,
+        step: &'a str,
+        objs: &'a [serde_json::Value],
+    ) -> gitops::Step<'a> {
         Box::pin(async move {
-            let entries = tokio::task::block_in_place(|| self.flux.apply(self.objs))?;
+            let entries = tokio::task::block_in_place(|| self.0.apply(objs))?;
             let changed: Vec<_> = entries.iter().filter(|(_, a)| a != "unchanged").collect();
             ensure!(
-                entries.len() == self.objs.len() && changed.is_empty(),
+                entries.len() == objs.len() && changed.is_empty(),
                 "Flux's periodic reconcile after {step} would change {changed:?}"
             );
             eprintln!(
@@ -80,6 +82,5 @@ impl gitops::AfterStep for Reconcile<'_> {
 
 async fn scenario(env: &mut Env, flux: &Flux) -> Result<()> {
     let fleets = HealerFleets::new(&env.ns)?;
-    let objs = &fleets.objects;
-    gitops::healer_scenario(env, flux, &fleets, &Reconcile { flux, objs }).await
+    gitops::healer_scenario(env, flux, &fleets, &Reconcile(flux)).await
 }
