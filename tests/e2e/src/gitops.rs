@@ -533,13 +533,15 @@ pub trait AfterStep {
 /// every object in sync: growth (0 -> 4 members of a PersistentFleet, the Bucket
 /// Deployment to the External fleet's count), an External `/scale` write to 3 and the
 /// healer's growth, and a later commit with the PersistentFleet at 3 synced and the
-/// healer's contraction 4 -> 3. Negative control: a label changed on the live
-/// StatefulSet is out of sync. `after_each` runs after each in-sync check.
+/// healer's contraction 4 -> 3 (when `git_contraction`). Negative control: a label
+/// changed on the live StatefulSet is out of sync. `after_each` runs after each in-sync
+/// check.
 pub async fn healer_scenario(
     env: &mut crate::Env,
     engine: &dyn Engine,
     fleets: &HealerFleets,
     after_each: &dyn AfterStep,
+    git_contraction: bool,
 ) -> Result<()> {
     use kube::api::{Patch, PatchParams};
     let (alpha, ext) = (&fleets.persistent, &fleets.external);
@@ -572,6 +574,9 @@ pub async fn healer_scenario(
     })?;
     after_each.after(env, "/scale", objs).await?;
 
+    if !git_contraction {
+        return label_edit_detected(env, engine, objs).await;
+    }
     let objs = &fleets.contracted;
     blocking(|| engine.sync(objs))?;
     settle(env, "alpha", &alpha.identity, 3).await?;
@@ -583,8 +588,12 @@ pub async fn healer_scenario(
         )
     })?;
     after_each.after(env, "contraction", objs).await?;
+    label_edit_detected(env, engine, objs).await
+}
 
-    // Negative control: a hand-edited label on the live StatefulSet.
+/// Negative control: a label edited by hand on the live StatefulSet is out of sync.
+async fn label_edit_detected(env: &crate::Env, engine: &dyn Engine, objs: &[Value]) -> Result<()> {
+    use kube::api::{Patch, PatchParams};
     let sts: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> = env.api();
     sts.patch(
         "alpha",

@@ -9,9 +9,10 @@
 //! - every golden example synced through Argo CD's server-side dry-run and apply path;
 //!   `argodiff.StateDiffs` with server-side diff then reports every object in sync, and a
 //!   label changed in Git OutOfSync;
-//! - with the healer running: in sync after growth, an External `/scale` write and the
-//!   healer's growth and contraction; the live CelldFleets' health at each step, paused,
-//!   and while being deleted; a label edited on a live object is OutOfSync.
+//! - with the healer running: in sync after growth, after an External `/scale` write and
+//!   the healer's growth, and after a commit lowering members and the healer's contraction;
+//!   the live CelldFleets Healthy at each step, Suspended when paused, Progressing while
+//!   being deleted; a label edited on a live object is OutOfSync.
 
 use std::time::Duration;
 
@@ -152,7 +153,7 @@ impl gitops::AfterStep for Healthy<'_> {
 
 async fn scenario(env: &mut Env, argo: &Argo) -> Result<()> {
     let fleets = HealerFleets::new(&env.ns)?;
-    gitops::healer_scenario(env, argo, &fleets, &Healthy(argo)).await?;
+    gitops::healer_scenario(env, argo, &fleets, &Healthy(argo), true).await?;
 
     // Paused (as an operator pauses it), then deleted: Argo CD's view of the live fleet.
     env.api::<CelldFleet>()
