@@ -25,6 +25,9 @@ scripts/validate-golden.sh golden
 step "Kubernetes control plane for the end-to-end tests (built once per version, then cached)"
 tests/controlplane/build.sh
 
+step "real Argo CD and Flux code for the GitOps tests (built once per version, then cached)"
+tests/gitops/build.sh
+
 step "binaries the end-to-end tests run (celld-healer, kubesim, celld-stub, celld-gen)"
 cargo build --workspace --bins
 

@@ -270,44 +270,6 @@ fn gitops_examples_ignore_exactly_the_fields_others_own() {
     );
 }
 
-/// Runs the health check the way Argo CD does (Lua 5.1, `obj` global, the chunk returns
-/// the status table) over every case in `install/argocd/health_test.yaml`.
-#[test]
-fn argocd_health_check_passes_its_cases() {
-    use mlua::{Lua, LuaSerdeExt};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("install/argocd");
-    let cases = parse(&std::fs::read_to_string(dir.join("health_test.yaml")).unwrap_or_default());
-    let cases = cases["tests"].as_array().cloned().unwrap_or_default();
-    assert_eq!(cases.len(), 7);
-    for case in cases {
-        let input = case["inputPath"].as_str().unwrap_or_default();
-        let obj = parse(&std::fs::read_to_string(dir.join(input)).unwrap_or_default());
-        let lua = Lua::new();
-        let value = lua
-            .to_value(&obj)
-            .unwrap_or_else(|e| panic!("{input}: {e}"));
-        lua.globals()
-            .set("obj", value)
-            .unwrap_or_else(|e| panic!("{input}: {e}"));
-        let hs: mlua::Table = lua
-            .load(HEALTH_LUA)
-            .eval()
-            .unwrap_or_else(|e| panic!("{input}: {e}"));
-        let status: String = hs.get("status").unwrap_or_default();
-        let message: String = hs.get("message").unwrap_or_default();
-        assert_eq!(
-            status,
-            case["healthStatus"]["status"].as_str().unwrap_or_default(),
-            "{input}"
-        );
-        assert_eq!(
-            message,
-            case["healthStatus"]["message"].as_str().unwrap_or_default(),
-            "{input}"
-        );
-    }
-}
-
 /// Every limit of the fleet file that the CRD can express is in the rendered CRD, equal
 /// to its Rust constant (the same constants validation checks against).
 #[test]

@@ -16,6 +16,7 @@
 
 mod env;
 mod fleet;
+pub mod gitops;
 mod healer;
 mod install;
 mod queries;

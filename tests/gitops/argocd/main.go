@@ -1,0 +1,313 @@
+// Command celld-argocd runs Argo CD's own code on our manifests, for the Rust
+// end-to-end tests (tests/e2e/tests/gitops_argocd.rs). Each subcommand reads one JSON
+// request on stdin and writes one JSON response on stdout:
+//
+//	health  {configMaps, objects}              -> {results: [{status, message} | null]}
+//	sync    {application, configMaps, objects} -> {applied: ["Kind ns/name: output"]}
+//	diff    {application, configMaps, objects} -> {modified, results: [{kind, ..., modified}]}
+//
+// configMaps is argocd-cm as Argo CD ships it followed by patches (ours: the rendered
+// argocd/argocd-cm-health.yaml), merged the way kustomize merges a ConfigMap patch
+// (strategic merge). Argo CD's SettingsManager reads the result, so resource
+// customizations, the tracking method and the status-ignore defaults are Argo CD's own.
+// sync and diff talk to the cluster named by $KUBECONFIG.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/diff"
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/v3/pkg/sync/common"
+	"github.com/argoproj/argo-cd/v3/common"
+	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/argo-cd/v3/util/argo"
+	argodiff "github.com/argoproj/argo-cd/v3/util/argo/diff"
+	"github.com/argoproj/argo-cd/v3/util/argo/normalizers"
+	kubeutil "github.com/argoproj/argo-cd/v3/util/kube"
+	"github.com/argoproj/argo-cd/v3/util/lua"
+	"github.com/argoproj/argo-cd/v3/util/settings"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+)
+
+// argocdNamespace is where the settings ConfigMaps live (the rendered patch names it too).
+const argocdNamespace = "argocd"
+
+type request struct {
+	Application *v1alpha1.Application        `json:"application"`
+	ConfigMaps  []json.RawMessage            `json:"configMaps"`
+	Objects     []*unstructured.Unstructured `json:"objects"`
+}
+
+type healthResult struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+type diffResult struct {
+	Kind           string          `json:"kind"`
+	Namespace      string          `json:"namespace"`
+	Name           string          `json:"name"`
+	Modified       bool            `json:"modified"`
+	NormalizedLive json.RawMessage `json:"normalizedLive,omitempty"`
+	PredictedLive  json.RawMessage `json:"predictedLive,omitempty"`
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fail(errors.New("usage: celld-argocd health|sync|diff < request.json"))
+	}
+	var req request
+	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
+		fail(fmt.Errorf("reading the request from stdin: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out any
+	var err error
+	switch os.Args[1] {
+	case "health":
+		out, err = health(ctx, &req)
+	case "sync":
+		out, err = syncObjects(ctx, &req)
+	case "diff":
+		out, err = diffObjects(ctx, &req)
+	default:
+		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
+	}
+	if err != nil {
+		fail(err)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		fail(fmt.Errorf("writing the response: %w", err))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "celld-argocd:", err)
+	os.Exit(1)
+}
+
+// settingsManager merges the ConfigMaps in order into one argocd-cm and hands it to
+// Argo CD's SettingsManager, on a fake clientset (nothing else is read from it).
+func settingsManager(ctx context.Context, cms []json.RawMessage) (*settings.SettingsManager, error) {
+	if len(cms) == 0 {
+		return nil, errors.New("no argocd-cm given")
+	}
+	merged := []byte(cms[0])
+	for i, patch := range cms[1:] {
+		var err error
+		merged, err = strategicpatch.StrategicMergePatch(merged, patch, corev1.ConfigMap{})
+		if err != nil {
+			return nil, fmt.Errorf("merging ConfigMap patch %d: %w", i+1, err)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(merged, &cm); err != nil {
+		return nil, fmt.Errorf("reading the merged argocd-cm: %w", err)
+	}
+	if cm.Name != common.ArgoCDConfigMapName {
+		return nil, fmt.Errorf("merged ConfigMap is %q, not %s", cm.Name, common.ArgoCDConfigMapName)
+	}
+	cm.Namespace = argocdNamespace
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Name: common.ArgoCDSecretName, Namespace: argocdNamespace,
+		Labels: map[string]string{"app.kubernetes.io/part-of": "argocd"},
+	}}
+	return settings.NewSettingsManager(ctx, fake.NewClientset(&cm, secret), argocdNamespace), nil
+}
+
+func health(ctx context.Context, req *request) (any, error) {
+	mgr, err := settingsManager(ctx, req.ConfigMaps)
+	if err != nil {
+		return nil, err
+	}
+	overrides, err := mgr.GetResourceOverrides()
+	if err != nil {
+		return nil, fmt.Errorf("reading resource overrides: %w", err)
+	}
+	results := make([]*healthResult, len(req.Objects))
+	for i, obj := range req.Objects {
+		hs, err := lua.ResourceHealthOverrides(overrides).GetResourceHealth(obj)
+		if err != nil {
+			return nil, fmt.Errorf("health of object %d (%s %s): %w", i, obj.GetKind(), obj.GetName(), err)
+		}
+		if hs != nil {
+			results[i] = &healthResult{Status: string(hs.Status), Message: hs.Message}
+		}
+	}
+	return map[string]any{"results": results}, nil
+}
+
+func restConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig ($KUBECONFIG): %w", err)
+	}
+	return cfg, nil
+}
+
+// targets returns the desired objects as the repo server hands them to the controller:
+// with the tracking annotation (or label) of the Application set.
+func targets(mgr *settings.SettingsManager, app *v1alpha1.Application, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, string, string, error) {
+	labelKey, err := mgr.GetAppInstanceLabelKey()
+	if err != nil {
+		return nil, "", "", err
+	}
+	method, err := mgr.GetTrackingMethod()
+	if err != nil {
+		return nil, "", "", err
+	}
+	id, err := mgr.GetInstallationID()
+	if err != nil {
+		return nil, "", "", err
+	}
+	tracking := argo.NewResourceTracking()
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		t := o.DeepCopy()
+		if err := tracking.SetAppInstance(t, labelKey, app.InstanceName(argocdNamespace), app.Spec.Destination.Namespace, v1alpha1.TrackingMethod(method), id); err != nil {
+			return nil, "", "", fmt.Errorf("tracking %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		out[i] = t
+	}
+	return out, labelKey, method, nil
+}
+
+func checkRequest(req *request) error {
+	if req.Application == nil {
+		return errors.New("no application given")
+	}
+	if !req.Application.Spec.SyncPolicy.SyncOptions.HasOption(synccommon.SyncOptionServerSideApply) {
+		return errors.New("the application does not sync with ServerSideApply=true")
+	}
+	return nil
+}
+
+// syncObjects applies the targets the way a ServerSideApply=true sync does: a server-side
+// dry run of every object first, then the apply, both through gitops-engine's
+// kubectl-based ResourceOperations with Argo CD's field manager.
+func syncObjects(ctx context.Context, req *request) (any, error) {
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	mgr, err := settingsManager(ctx, req.ConfigMaps)
+	if err != nil {
+		return nil, err
+	}
+	objs, _, _, err := targets(mgr, req.Application, req.Objects)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	ops, cleanup, err := kubeutil.NewKubectl().ManageResources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	validate := !req.Application.Spec.SyncPolicy.SyncOptions.HasOption("Validate=false")
+	var applied []string
+	for _, strategy := range []cmdutil.DryRunStrategy{cmdutil.DryRunServer, cmdutil.DryRunNone} {
+		for _, o := range objs {
+			msg, err := ops.ApplyResource(ctx, o, strategy, false, validate, true, common.ArgoCDSSAManager)
+			if err != nil {
+				return nil, fmt.Errorf("applying %s %s/%s (dry run %v): %w", o.GetKind(), o.GetNamespace(), o.GetName(), strategy, err)
+			}
+			if strategy == cmdutil.DryRunNone {
+				applied = append(applied, msg)
+			}
+		}
+	}
+	return map[string]any{"applied": applied}, nil
+}
+
+// diffObjects compares the live objects with the targets as the application controller
+// does for a ServerSideApply=true application: server-side diff, the Application's
+// ignoreDifferences, the resource overrides and compare options from argocd-cm.
+func diffObjects(ctx context.Context, req *request) (any, error) {
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	mgr, err := settingsManager(ctx, req.ConfigMaps)
+	if err != nil {
+		return nil, err
+	}
+	objs, labelKey, method, err := targets(mgr, req.Application, req.Objects)
+	if err != nil {
+		return nil, err
+	}
+	overrides, err := mgr.GetResourceOverrides()
+	if err != nil {
+		return nil, fmt.Errorf("reading resource overrides: %w", err)
+	}
+	compare, err := mgr.GetResourceCompareOptions()
+	if err != nil {
+		return nil, fmt.Errorf("reading compare options: %w", err)
+	}
+	cfg, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	kubectl := kubeutil.NewKubectl()
+	_, gvkParser, err := kubectl.LoadOpenAPISchema(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("loading the OpenAPI schema: %w", err)
+	}
+	lives := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		live, err := kubectl.GetResource(ctx, cfg, o.GroupVersionKind(), o.GetName(), o.GetNamespace())
+		if err != nil {
+			return nil, fmt.Errorf("reading live %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+		lives[i] = live
+	}
+	applier, cleanup, err := kubeutil.ManageServerSideDiffDryRuns(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	app := req.Application
+	// As the controller decides it: ServerSideApply=true switches server-side diff on.
+	serverSideDiff := app.Spec.SyncPolicy.SyncOptions.HasOption(synccommon.SyncOptionServerSideApply)
+	dc, err := argodiff.NewDiffConfigBuilder().
+		WithDiffSettings(app.Spec.IgnoreDifferences, overrides, compare.IgnoreAggregatedRoles, normalizers.IgnoreNormalizerOpts{}).
+		WithTracking(labelKey, method).
+		WithNoCache().
+		WithGVKParser(gvkParser).
+		WithManager(common.ArgoCDSSAManager).
+		WithServerSideDiff(serverSideDiff).
+		WithServerSideDryRunner(diff.NewK8sServerSideDryRunner(applier)).
+		Build()
+	if err != nil {
+		return nil, fmt.Errorf("building the diff config: %w", err)
+	}
+	res, err := argodiff.StateDiffs(ctx, lives, objs, dc)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]diffResult, len(objs))
+	for i, o := range objs {
+		d := res.Diffs[i]
+		results[i] = diffResult{Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Modified: d.Modified}
+		if d.Modified {
+			results[i].NormalizedLive = d.NormalizedLive
+			results[i].PredictedLive = d.PredictedLive
+		}
+	}
+	return map[string]any{"modified": res.Modified, "results": results}, nil
+}
