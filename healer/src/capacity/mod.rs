@@ -11,6 +11,7 @@
 //! - [`evaluate`](mod@evaluate): windows, stabilization, cooldowns, manual edits (rules E1-E14).
 //! - [`redistribution`]: whether an addition relieved the incumbents (rules R1-R4).
 //! - [`evidence`]: whether survivors can absorb a removed member (rules S1-S3).
+//! - [`wire`]: strict parsing of `/state` and PodMetrics (rules W1-W5).
 
 pub mod evaluate;
 pub mod evidence;
@@ -19,6 +20,7 @@ pub mod observation;
 pub mod policy;
 pub mod reasons;
 pub mod redistribution;
+pub mod wire;
 
 #[cfg(test)]
 mod proptests;
