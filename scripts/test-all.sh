@@ -25,6 +25,9 @@ scripts/validate-golden.sh golden
 step "Kubernetes control plane for the end-to-end tests (built once per version, then cached)"
 tests/controlplane/build.sh
 
+step "metrics-server for metrics.k8s.io (built once per version, then cached)"
+tests/controlplane/build-metrics-server.sh
+
 step "binaries the end-to-end tests run (celld-healer, kubesim, celld-stub, celld-gen)"
 cargo build --workspace --bins
 
