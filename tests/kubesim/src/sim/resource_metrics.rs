@@ -30,12 +30,15 @@ pub const DEFAULT_LOAD: Load = Load {
     memory_mib: 64,
 };
 
+/// A container's CPU counter: when last integrated, CPU seconds so far, the load then.
+type Counter = (Instant, f64, Load);
+
 #[derive(Default)]
 pub(crate) struct Loads {
     /// (namespace, Pod glob, load); the latest matching rule wins.
     rules: Mutex<Vec<(String, String, Load)>>,
     /// Per (Pod uid, container): when last integrated, CPU seconds so far, the load then.
-    counters: Mutex<HashMap<(String, String), (Instant, f64, Load)>>,
+    counters: Mutex<HashMap<(String, String), Counter>>,
 }
 
 impl Loads {
