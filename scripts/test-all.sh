@@ -28,6 +28,9 @@ tests/controlplane/build.sh
 step "real Argo CD and Flux code for the GitOps tests (built once per version, then cached)"
 tests/gitops/build.sh
 
+step "metrics-server for metrics.k8s.io (built once per version, then cached)"
+tests/controlplane/build-metrics-server.sh
+
 step "binaries the end-to-end tests run (celld-healer, kubesim, celld-stub, celld-gen)"
 cargo build --workspace --bins
 

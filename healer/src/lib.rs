@@ -11,6 +11,7 @@
 //! `decide` through faults and checks safety invariants after every step.
 
 pub mod application;
+pub mod capacity;
 pub mod config;
 pub mod confirm;
 pub mod decide;

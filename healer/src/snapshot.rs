@@ -418,6 +418,9 @@ pub struct Recommendation {
     pub reason: String,
     /// Explanation.
     pub message: String,
+    /// The count comes from a manual edit of spec.members, which wins one intent and may
+    /// leave [minMembers, maxMembers] (rule K4 does not clamp it).
+    pub manual: bool,
 }
 
 /// Evidence that the remaining members can take a removed member's load.

@@ -103,6 +103,13 @@ pub const RULES: &[Rule] = &[
         why: "verify the rendered Services before any lifecycle action (never written)",
     },
     Rule {
+        group: "metrics.k8s.io",
+        resources: &["pods"],
+        verbs: &["list"],
+        scope: Scope::Served,
+        why: "capacity policy: one list of a fleet's Pod metrics per observation",
+    },
+    Rule {
         group: "events.k8s.io",
         resources: &["events"],
         verbs: &["create"],

@@ -99,17 +99,25 @@ fn target(cx: &Ctx) -> Target {
             }
         }
         CapacityMode::Automatic => {
-            // Rule K4 (Automatic): follow the recommendation within [min, max]; without
-            // one, hold the applied count (or start at spec.members from nothing).
+            // Rule K4 (Automatic): follow the recommendation within [min, max] (a manual
+            // edit may leave them); without one, hold the applied count (or start at
+            // spec.members from nothing).
             let base = match (rec, applied) {
                 (Some(r), _) => r.members,
                 (None, Some(a)) if a >= 1 => a,
                 _ => declared,
             };
-            let members = base.clamp(
-                policy.min_members,
-                policy.max_members.max(policy.min_members),
-            );
+            // A manual edit of spec.members wins one intent and may leave the bounds; it
+            // is the operator's own decision, so it needs no survivor evidence either.
+            let manual = rec.is_some_and(|r| r.manual);
+            let members = if manual {
+                base
+            } else {
+                base.clamp(
+                    policy.min_members,
+                    policy.max_members.max(policy.min_members),
+                )
+            };
             let status = match rec {
                 Some(r) => recommendation(
                     CapacityMode::Automatic,
@@ -126,7 +134,7 @@ fn target(cx: &Ctx) -> Target {
             };
             Target {
                 members,
-                needs_evidence: true,
+                needs_evidence: !manual,
                 status: Some(status),
             }
         }

@@ -515,6 +515,7 @@ fn k1_k2_manual_and_shadow_follow_spec_members() {
         members: 6,
         reason: "ScaleOutRecommended".into(),
         message: "busy".into(),
+        manual: false,
     });
     let p = plan(&s, T0);
     assert!(matches!(
@@ -536,6 +537,7 @@ fn k3_scale_out_grows_on_recommendation_and_never_below_members() {
         members: 5,
         reason: "ScaleOutRecommended".into(),
         message: "busy".into(),
+        manual: false,
     });
     // Two fresh ordinals form one run.
     assert!(matches!(
@@ -554,6 +556,7 @@ fn k4_automatic_follows_the_recommendation_within_bounds() {
         members: 1,
         reason: "ScaleInRecommended".into(),
         message: "idle".into(),
+        manual: false,
     });
     s.capacity.survivors = SurvivorEvidence::Sufficient;
     let p = plan(&s, T0);
@@ -564,6 +567,27 @@ fn k4_automatic_follows_the_recommendation_within_bounds() {
     ));
     s.capacity.recommendation = None;
     assert_eq!(plan(&s, T0).action, None);
+}
+
+#[test]
+fn k4_a_manual_edit_may_leave_the_bounds_and_needs_no_survivor_evidence() {
+    let mut s = persistent(4);
+    s.fleet.capacity = Some(policy(CapacityMode::Automatic));
+    s.fleet.members = Some(2);
+    s.capacity.recommendation = Some(Recommendation {
+        members: 2,
+        reason: "ManualOverride".into(),
+        message: "manual".into(),
+        manual: true,
+    });
+    // No survivor metrics at all: a manual contraction goes ahead anyway, below min 3.
+    s.capacity.survivors = SurvivorEvidence::Unavailable;
+    let p = plan(&s, T0);
+    assert_eq!(p.status.desired_members, Some(2));
+    assert!(matches!(
+        p.action,
+        Some(Action::SetReplicas { replicas: 3, .. })
+    ));
 }
 
 #[test]
@@ -742,6 +766,7 @@ fn c2_automatic_and_external_contraction_need_survivor_evidence() {
             members: 3,
             reason: "ScaleInRecommended".into(),
             message: "idle".into(),
+            manual: false,
         });
         let p = plan(&s, T0);
         assert_eq!(

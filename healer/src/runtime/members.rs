@@ -111,14 +111,16 @@ fn now() -> Timestamp {
     )
 }
 
-fn ready(p: &Pod) -> bool {
+/// The Pod's Ready condition is True.
+pub(crate) fn ready(p: &Pod) -> bool {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-fn started(p: &Pod) -> Option<Timestamp> {
+/// When the running `celld` container started.
+pub(crate) fn started(p: &Pod) -> Option<Timestamp> {
     p.status
         .as_ref()?
         .container_statuses
@@ -144,7 +146,7 @@ pub async fn observe(members: Vec<Pod>, expected: usize) -> View {
             _ if p.metadata.deletion_timestamp.is_some() => Answer::Failed("terminating".into()),
             _ if !ready(&p) => Answer::Failed("not ready".into()),
             None => Answer::Failed("no Pod IP".into()),
-            Some(ip) => fetch(&ip).await,
+            Some(ip) => fetch(&ip, MEMBER_PORT, "/state?view=application").await,
         };
         application::read(&Observation {
             member: name,
@@ -162,9 +164,13 @@ pub async fn observe(members: Vec<Pod>, expected: usize) -> View {
     }
 }
 
-/// `GET http://<ip>:8081/state?view=application`, one connection, no redirects.
-async fn fetch(ip: &str) -> Answer {
-    let addr = format!("{ip}:8081");
+/// The port members answer `/state` on.
+pub(crate) const MEMBER_PORT: u16 = 8081;
+
+/// `GET http://<ip>:<port><path>`: one connection, GET only, no redirects followed (a
+/// redirect is the answer), 1 s to connect, 2 s in all, the body limited to 1 MiB.
+pub(crate) async fn fetch(ip: &str, port: u16, path: &str) -> Answer {
+    let addr = format!("{ip}:{port}");
     let call = async {
         let stream = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr))
             .await
@@ -177,7 +183,7 @@ async fn fetch(ip: &str) -> Answer {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let req = hyper::Request::get("/state?view=application")
+        let req = hyper::Request::get(path)
             .header(hyper::header::HOST, &addr)
             .body(Empty::<Bytes>::new())
             .map_err(|e| e.to_string())?;

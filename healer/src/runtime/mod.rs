@@ -20,6 +20,7 @@
 //! - [`leader`]: the coordination Lease; only the leader writes anything.
 //! - [`infra`]: checks the live Services against the generator's rendering.
 //! - [`members`]: asks each member for its application view (`status.application`).
+//! - [`collector`]: samples members and their metrics for the capacity evaluator.
 //! - [`events`], [`metrics`], [`http`]: Kubernetes Events, Prometheus metrics, and the
 //!   `/metrics`, `/healthz`, `/readyz` endpoints.
 //! - [`rbac`]: every verb on every resource the healer uses (re-exported from the table
@@ -28,6 +29,7 @@
 
 pub mod act;
 pub mod cli;
+pub mod collector;
 pub mod controller;
 pub mod events;
 pub mod fresh;

@@ -198,6 +198,23 @@ impl ControlClient {
         .await
     }
 
+    /// Sets the CPU and memory the resource-metrics endpoint reports for every container
+    /// of the Pods matching `pod` (a glob) in `namespace`, from now on.
+    pub async fn set_load(
+        &self,
+        namespace: &str,
+        pod: &str,
+        cpu_millicores: u64,
+        memory_mib: u64,
+    ) -> Result<serde_json::Value> {
+        self.call(
+            Method::PUT,
+            &format!("/pods/{namespace}/{pod}/load"),
+            Some(&serde_json::json!({"cpuMillicores": cpu_millicores, "memoryMib": memory_mib})),
+        )
+        .await
+    }
+
     /// SIGKILLs a Pod's stub (the container restarts, restartCount + 1); returns its pid.
     pub async fn kill_stub(&self, namespace: &str, name: &str) -> Result<u32> {
         let v: serde_json::Value = self

@@ -37,6 +37,9 @@ pub(crate) async fn handle(sim: Arc<Sim>, req: Req) -> Resp {
                 Err(msg) => Err((StatusCode::CONFLICT, msg)),
             }
         }
+        (Method::PUT, ["pods", ns, name, "load"]) => {
+            return super::resource_metrics::set_load(&sim, ns, name, &req);
+        }
         (Method::POST, ["volumes", "delete"]) => match req.json::<VolumeDelete>() {
             Ok(body) => delete_volume(&sim, body).await,
             Err(r) => return *r,

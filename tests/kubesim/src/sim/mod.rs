@@ -10,6 +10,7 @@ pub mod api;
 mod kubelet;
 mod node;
 mod provisioner;
+pub mod resource_metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -103,6 +104,10 @@ pub struct Config {
     /// this configuration.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub prune_nodes: bool,
+    /// Port of each node's kubelet resource-metrics endpoint (`/metrics/resource`, on the
+    /// node's IP; the port the Node advertises in `daemonEndpoints`); 0 turns it off.
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
 }
 
 impl Config {
@@ -194,6 +199,8 @@ pub struct Sim {
     pub(crate) stub_bin: PathBuf,
     pub(crate) http: crate::http::HttpClient,
     pub(crate) shutting_down: AtomicBool,
+    /// Loads tests set for the resource-metrics endpoint.
+    pub(crate) loads: resource_metrics::Loads,
 }
 
 impl Sim {
@@ -320,6 +327,7 @@ pub async fn run(cfg: Config) -> Result<()> {
         stub_bin,
         http: crate::http::HttpClient::new(),
         shutting_down: AtomicBool::new(false),
+        loads: resource_metrics::Loads::default(),
     });
 
     node::register_all(&sim).await?;
@@ -406,6 +414,9 @@ pub async fn run(cfg: Config) -> Result<()> {
     }
     tasks.spawn(provisioner::run(sim.clone()));
 
+    if cfg.kubelet_port != 0 {
+        resource_metrics::serve_all(sim.clone(), cfg.kubelet_port).await;
+    }
     let listener = crate::http::bind(cfg.control_addr).await?;
     let bound = listener.local_addr()?;
     if let Some(path) = &cfg.control_addr_file {
