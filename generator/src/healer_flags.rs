@@ -136,6 +136,10 @@ pub const IDENTITY: &str = "identity";
 pub const IDENTITY_ENV: &str = "POD_NAME";
 /// Tests only: accept a `--member-replacement-delay` below its bound.
 pub const ALLOW_SHORT_DELAYS: &str = "allow-short-delays";
+/// Which share of the fleets this healer serves (`i/n`, see [`Shard`]).
+pub const SHARD: &str = "shard";
+/// Its default: one shard, every fleet ([`Shard::ALL`]).
+pub const DEFAULT_SHARD: &str = "0/1";
 
 /// `--name=value`.
 pub fn arg(name: &str, value: &str) -> String {
@@ -175,6 +179,16 @@ pub enum FlagError {
         "--{flag} {value:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
     )]
     NotANamespace { flag: &'static str, value: String },
+    /// A `--shard` that is not `i/n` with `0 <= i < n <= MAX_SHARDS`.
+    #[error(
+        "--{flag} {value:?}: {why} (write i/n with 0 <= i < n <= {max}, e.g. 0/2; 0/1 serves every fleet)",
+        max = MAX_SHARDS
+    )]
+    BadShard {
+        flag: &'static str,
+        value: String,
+        why: &'static str,
+    },
     /// Below the flag's bound.
     #[error("--{flag} must be at least {min}, got {got}")]
     TooShort {
@@ -267,9 +281,183 @@ pub fn format_duration(d: Duration) -> String {
     out
 }
 
+/// The most shards one install may have. Each shard is a Deployment with its own Lease;
+/// beyond a few dozen the shared watches cost more than the shards save.
+pub const MAX_SHARDS: u32 = 64;
+
+/// One shard of `count`: the fleets whose identity hashes to `index` ([`Shard::of`]).
+/// `0/1`, the default, serves every fleet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: u32,
+    /// How many shards the fleets are split into.
+    pub count: u32,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard::ALL
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Shard {
+    /// The only shard of one: every fleet.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `i/n` (what `--shard` takes), with `0 <= i < n <= MAX_SHARDS`.
+    pub fn parse(value: &str) -> Result<Shard, FlagError> {
+        let bad = |why| FlagError::BadShard {
+            flag: SHARD,
+            value: value.trim().into(),
+            why,
+        };
+        let (i, n) = value.trim().split_once('/').ok_or_else(|| bad("no '/'"))?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(i) || !digits(n) {
+            return Err(bad("not two whole numbers"));
+        }
+        let (Ok(index), Ok(count)) = (i.parse::<u32>(), n.parse::<u32>()) else {
+            return Err(bad("number too large"));
+        };
+        if count == 0 || count > MAX_SHARDS {
+            return Err(bad("shard count out of range"));
+        }
+        if index >= count {
+            return Err(bad("shard index not below the count"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The shard of `count` that serves the fleet with this identity: FNV-1a (64-bit) of
+    /// the identity, modulo `count`. Keyed on the identity, not the name, so that a
+    /// copied fleet (same identity) lands on the shard of its original and the identity
+    /// check judges both. **Never change this function:** healers of two versions
+    /// running side by side during an upgrade must agree on every fleet's shard.
+    pub fn of(identity: &str, count: u32) -> u32 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in identity.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // `count` is at least 1 for every parsed shard; `max` keeps a hand-built zero safe.
+        (h % u64::from(count.max(1))) as u32
+    }
+
+    /// Whether this shard serves the fleet with this identity.
+    pub fn owns(&self, identity: &str) -> bool {
+        Shard::of(identity, self.count) == self.index
+    }
+
+    /// The Lease this shard's replicas elect a leader on: `base` itself for a single
+    /// shard (so an unsharded install keeps its Lease), else `base-<i>-of-<n>`.
+    pub fn lease_name(&self, base: &str) -> String {
+        if self.count == 1 {
+            base.to_string()
+        } else {
+            format!("{base}-{}-of-{}", self.index, self.count)
+        }
+    }
+
+    /// The Lease every shard leader of one shard count holds together
+    /// (`holderIdentity: shards=<n>`): healers of another count act only once it has
+    /// expired, so no fleet is served by two counts at once while `n` changes.
+    pub fn group_lease_name(base: &str) -> String {
+        format!("{base}-shards")
+    }
+
+    /// The holder identity of the group Lease for this shard's count.
+    pub fn group_holder(&self) -> String {
+        format!("shards={}", self.count)
+    }
+
+    /// `--shard=i/n`.
+    pub fn arg(&self) -> String {
+        arg(SHARD, &self.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_parse_and_refuse_with_the_rule() {
+        assert_eq!(Shard::parse(DEFAULT_SHARD), Ok(Shard::ALL));
+        assert_eq!(Shard::parse(" 2/3 "), Ok(Shard { index: 2, count: 3 }));
+        for (bad, why) in [
+            ("1", "no '/'"),
+            ("a/2", "not two whole numbers"),
+            ("-1/2", "not two whole numbers"),
+            ("1/", "not two whole numbers"),
+            ("0/0", "shard count out of range"),
+            ("0/65", "shard count out of range"),
+            ("2/2", "shard index not below the count"),
+            ("0/99999999999", "number too large"),
+        ] {
+            let e = Shard::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--shard {:?}: {why}", bad.trim())),
+                "{bad}: {e}"
+            );
+            assert!(e.contains("0 <= i < n <= 64"), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_fleet_has_exactly_one_shard() {
+        let ids: Vec<String> = (0..500).map(|i| format!("{i:026}")).collect();
+        for count in 1..=8 {
+            let mut sizes = vec![0usize; count as usize];
+            for id in &ids {
+                let owners: Vec<u32> = (0..count)
+                    .filter(|&index| Shard { index, count }.owns(id))
+                    .collect();
+                assert_eq!(owners.len(), 1, "{id} of {count}: {owners:?}");
+                sizes[owners[0] as usize] += 1;
+            }
+            // Spread: no shard gets under half its fair share of 500 identities.
+            let fair = ids.len() / count as usize;
+            assert!(sizes.iter().all(|&s| s * 2 >= fair), "{count}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn shard_hash_is_frozen() {
+        // Healers of two versions must agree during an upgrade: these values are the
+        // contract (FNV-1a 64 of the identity). A change here is a breaking change.
+        assert_eq!(
+            Shard::of("", 1_000_003),
+            (0xcbf2_9ce4_8422_2325u64 % 1_000_003) as u32
+        );
+        assert_eq!(
+            Shard::of("a", u32::MAX),
+            (0xaf63_dc4c_8601_ec8cu64 % u64::from(u32::MAX)) as u32
+        );
+        assert_eq!(
+            Shard::of("ckjz8w3v0q1m2n4p5r6s7t8u9x", 2),
+            Shard::of("ckjz8w3v0q1m2n4p5r6s7t8u9x", 2)
+        );
+    }
+
+    #[test]
+    fn shard_leases_keep_the_unsharded_name() {
+        assert_eq!(Shard::ALL.lease_name("celld-healer"), "celld-healer");
+        let s = Shard { index: 1, count: 3 };
+        assert_eq!(s.lease_name("celld-healer"), "celld-healer-1-of-3");
+        assert_eq!(
+            Shard::group_lease_name("celld-healer"),
+            "celld-healer-shards"
+        );
+        assert_eq!(s.group_holder(), "shards=3");
+        assert_eq!(s.arg(), "--shard=1/3");
+    }
 
     #[test]
     fn durations_parse_with_units() {

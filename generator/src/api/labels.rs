@@ -42,6 +42,10 @@ pub const MANAGED_BY_VALUE: &str = "celld-gen";
 pub const HEALER_NAME_LABEL: &str = "app.kubernetes.io/name";
 /// Value of [`HEALER_NAME_LABEL`] on healer Pods.
 pub const HEALER_NAME: &str = "celld-healer";
+/// Label of a sharded healer's Pods naming their shard index (`celld-gen install
+/// --shards`), so each shard's Deployment, PodDisruptionBudget and anti-affinity select
+/// only its own Pods.
+pub const HEALER_SHARD_LABEL: &str = "fleet.celld.dev/healer-shard";
 /// Namespace the healer is installed into by default.
 pub const HEALER_NAMESPACE: &str = "celld-system";
 /// Argo CD: never prune or delete the object carrying this annotation value.

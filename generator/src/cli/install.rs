@@ -18,6 +18,7 @@ Examples:
   celld-gen install --image ghcr.io/celld-fleet/celld-healer@sha256:<64 hex> -o deploy/cluster/
   celld-gen install --watch-namespace apps --stdout | kubectl apply --server-side -f -
   celld-gen install --watch-namespace team-a,team-b -o deploy/cluster/   # a Role per namespace
+  celld-gen install --shards 3 -o deploy/cluster/        # three healers, a third of the fleets each
   celld-gen install --namespace ops -o deploy/cluster/   # then: render --healer-namespace ops
   export CELLD_GEN_HEALER_NAMESPACE=ops                  # or set it once for both
 
@@ -31,6 +32,7 @@ Output layout (-o DIR):
                                           or with fleet.celld.dev/deletion-allowed: \"true\"
   DIR/healer/                             namespace, ServiceAccount, RBAC, Deployment,
                                           metrics Service, PodDisruptionBudget, NetworkPolicy
+  DIR/healer/deployment-<I>.yaml          with --shards: one Deployment (and PDB) per shard
   DIR/healer/served/<NS>/                 with --watch-namespace: the Role and RoleBinding
                                           in each served namespace
   DIR/argocd/application.yaml             an Application to adapt: server-side apply,
@@ -65,9 +67,16 @@ pub struct InstallArgs {
     /// Healer image (pin it by digest in production).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
-    /// Healer replicas: one leads, the others wait with warm caches.
+    /// Healer replicas (of each shard): one leads, the others wait with warm caches.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub replicas: i32,
+    /// Split the fleets between N healers (at most 64): one Deployment per shard,
+    /// `celld-healer-<i>` running `--shard=i/N`, each with its own Lease. A fleet belongs
+    /// to the shard its identity hashes to. Changing N is safe at any time: healers of the
+    /// new count wait until every healer of the old one has stopped (see docs/install.md).
+    #[arg(long, value_name = "N", default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(flags::MAX_SHARDS)))]
+    pub shards: u32,
     /// Serve only these namespaces (comma-separated or repeated; default: every
     /// namespace). Each gets a Role and RoleBinding with the healer's namespaced
     /// permissions; the ClusterRole then keeps only cluster-wide reads (every CelldFleet,
@@ -131,6 +140,7 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         namespace,
         image: args.image.clone().unwrap_or(defaults.image),
         replicas: args.replicas,
+        shards: args.shards,
         watch_namespaces: {
             let mut v: Vec<String> = args
                 .watch_namespace

@@ -28,8 +28,11 @@ pub struct InstallOptions {
     pub namespace: String,
     /// Healer image.
     pub image: String,
-    /// Healer replicas (two: one leads, one waits warm).
+    /// Healer replicas per shard (two: one leads, one waits warm).
     pub replicas: i32,
+    /// Shards the fleets are split into (`--shard i/n` of the healer), one Deployment
+    /// each; 1 renders the single unsharded Deployment.
+    pub shards: u32,
     /// Serve only these namespaces, sorted and without repeats (empty: every namespace).
     /// Each gets a Role and RoleBinding with the healer's namespaced permissions; the
     /// ClusterRole keeps only cluster-wide reads.
@@ -52,6 +55,7 @@ impl Default for InstallOptions {
                 env!("CARGO_PKG_VERSION")
             ),
             replicas: 2,
+            shards: 1,
             watch_namespaces: Vec::new(),
             member_replacement_delay: flags::MEMBER_REPLACEMENT_DELAY.default_duration(),
             repo_url: "https://git.example.com/platform/fleets.git".to_string(),
@@ -85,6 +89,64 @@ fn healer_labels() -> Value {
 
 fn selector() -> Value {
     json!({ labels::HEALER_NAME_LABEL: labels::HEALER_NAME })
+}
+
+/// One healer Deployment: the shard it serves (None: unsharded, every fleet).
+#[derive(Clone, Copy)]
+struct Unit {
+    shard: Option<flags::Shard>,
+}
+
+impl Unit {
+    /// The Deployments of an install: one, or one per shard.
+    fn all(o: &InstallOptions) -> Vec<Unit> {
+        if o.shards <= 1 {
+            return vec![Unit { shard: None }];
+        }
+        (0..o.shards)
+            .map(|index| Unit {
+                shard: Some(flags::Shard {
+                    index,
+                    count: o.shards,
+                }),
+            })
+            .collect()
+    }
+
+    /// `celld-healer`, or `celld-healer-<i>` for shard i.
+    fn name(&self) -> String {
+        match self.shard {
+            None => labels::HEALER_NAME.to_string(),
+            Some(s) => format!("{}-{}", labels::HEALER_NAME, s.index),
+        }
+    }
+
+    /// The bundle file of one of its objects: `healer/<kind>.yaml`, or
+    /// `healer/<kind>-<i>.yaml` for shard i.
+    fn file(&self, kind: &str) -> String {
+        match self.shard {
+            None => format!("healer/{kind}.yaml"),
+            Some(s) => format!("healer/{kind}-{}.yaml", s.index),
+        }
+    }
+
+    /// Selects this unit's Pods only: Deployments must not share Pods.
+    fn selector(&self) -> Value {
+        let mut s = selector();
+        if let Some(shard) = self.shard {
+            s[labels::HEALER_SHARD_LABEL] = json!(shard.index.to_string());
+        }
+        s
+    }
+
+    /// The labels of its Pods.
+    fn pod_labels(&self) -> Value {
+        let mut l = healer_labels();
+        if let Some(shard) = self.shard {
+            l[labels::HEALER_SHARD_LABEL] = json!(shard.index.to_string());
+        }
+        l
+    }
 }
 
 fn meta(name: &str, namespace: Option<&str>) -> Value {
@@ -150,7 +212,7 @@ fn crd_object(mut crd: Value) -> Value {
 }
 
 /// The healer's command line, every flag named by [`crate::healer_flags`].
-fn args(o: &InstallOptions) -> Vec<String> {
+fn args(o: &InstallOptions, unit: Unit) -> Vec<String> {
     let mut a = vec![
         flags::arg(flags::METRICS_ADDR, &format!("0.0.0.0:{METRICS_PORT}")),
         flags::arg(flags::LOG_FORMAT, flags::LOG_FORMAT_JSON),
@@ -159,6 +221,9 @@ fn args(o: &InstallOptions) -> Vec<String> {
     ];
     if !o.watch_namespaces.is_empty() {
         a.push(flags::arg(flags::NAMESPACE, &o.watch_namespaces.join(",")));
+    }
+    if let Some(shard) = unit.shard {
+        a.push(shard.arg());
     }
     a
 }
@@ -238,7 +303,9 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         "healer/rolebinding-leader-election.yaml".into(),
         role_binding("RoleBinding", &le, Some(ns), "Role", o),
     ));
-    out.push(("healer/deployment.yaml".into(), deployment(o)));
+    for unit in Unit::all(o) {
+        out.push((unit.file("deployment"), deployment(o, unit)));
+    }
     out.push((
         "healer/service-metrics.yaml".into(),
         json!({
@@ -252,31 +319,33 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
             },
         }),
     ));
-    out.push((
-        "healer/poddisruptionbudget.yaml".into(),
-        json!({
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": meta(name, Some(ns)),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector()}},
-        }),
-    ));
+    for unit in Unit::all(o) {
+        out.push((
+            unit.file("poddisruptionbudget"),
+            json!({
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": meta(&unit.name(), Some(ns)),
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": unit.selector()}},
+            }),
+        ));
+    }
     out.push(("healer/networkpolicy.yaml".into(), network_policy(o)));
     out
 }
 
-fn deployment(o: &InstallOptions) -> Value {
+fn deployment(o: &InstallOptions, unit: Unit) -> Value {
     let name = labels::HEALER_NAME;
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": meta(name, Some(&o.namespace)),
+        "metadata": meta(&unit.name(), Some(&o.namespace)),
         "spec": {
             "replicas": o.replicas,
-            "selector": {"matchLabels": selector()},
+            "selector": {"matchLabels": unit.selector()},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
             "template": {
-                "metadata": {"labels": healer_labels()},
+                "metadata": {"labels": unit.pod_labels()},
                 "spec": {
                     "serviceAccountName": name,
                     "automountServiceAccountToken": true,
@@ -290,7 +359,7 @@ fn deployment(o: &InstallOptions) -> Value {
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                         "weight": 100,
                         "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": selector()},
+                            "labelSelector": {"matchLabels": unit.selector()},
                             "topologyKey": "kubernetes.io/hostname",
                         },
                     }]}},
@@ -298,7 +367,7 @@ fn deployment(o: &InstallOptions) -> Value {
                         "name": name,
                         "image": o.image,
                         "imagePullPolicy": "IfNotPresent",
-                        "args": args(o),
+                        "args": args(o, unit),
                         "env": [
                             {"name": flags::IDENTITY_ENV, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
                             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}},

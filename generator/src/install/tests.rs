@@ -230,6 +230,49 @@ fn the_healer_deployment_is_hardened_and_redundant() {
 }
 
 #[test]
+fn shards_get_a_deployment_each_with_disjoint_pods() {
+    let one: BTreeMap<String, Value> = objects(&InstallOptions::default()).into_iter().collect();
+    let args = |d: &Value| d["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    // Unsharded: no --shard, no shard label (the bundle of earlier versions).
+    assert!(
+        !args(&one["healer/deployment.yaml"])
+            .to_string()
+            .contains("--shard")
+    );
+    let three: BTreeMap<String, Value> = objects(&InstallOptions {
+        shards: 3,
+        ..InstallOptions::default()
+    })
+    .into_iter()
+    .collect();
+    assert!(!three.contains_key("healer/deployment.yaml"));
+    let mut selectors = Vec::new();
+    for i in 0..3 {
+        let d = &three[&format!("healer/deployment-{i}.yaml")];
+        assert_eq!(d["metadata"]["name"], format!("celld-healer-{i}"));
+        let a = args(d);
+        assert!(
+            a.as_array()
+                .unwrap()
+                .contains(&json!(format!("--shard={i}/3"))),
+            "{a}"
+        );
+        let sel = &d["spec"]["selector"]["matchLabels"];
+        assert_eq!(sel[labels::HEALER_SHARD_LABEL], i.to_string());
+        // The Pods match their own Deployment's selector, and no other.
+        let pod_labels = &d["spec"]["template"]["metadata"]["labels"];
+        for (k, v) in sel.as_object().unwrap() {
+            assert_eq!(&pod_labels[k], v);
+        }
+        let pdb = &three[&format!("healer/poddisruptionbudget-{i}.yaml")];
+        assert_eq!(&pdb["spec"]["selector"]["matchLabels"], sel);
+        selectors.push(sel.clone());
+    }
+    selectors.dedup();
+    assert_eq!(selectors.len(), 3);
+}
+
+#[test]
 fn gitops_examples_ignore_exactly_the_fields_others_own() {
     let files = render(&InstallOptions::default());
     let get = |p: &str| {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use celld_gen::api::labels::HEALER_NAMESPACE;
-use celld_gen::healer_flags::{self as flags, parse_duration};
+use celld_gen::healer_flags::{self as flags, FlagError, Shard, parse_duration};
 use clap::{Parser, ValueEnum};
 
 use super::served::Served;
@@ -71,6 +71,7 @@ Examples:
   celld-healer                                   # all namespaces, defaults
   celld-healer --namespace apps --log-format text
   celld-healer --namespace team-a,team-b         # serves only these two
+  celld-healer --shard 1/3                       # the second of three shards
   celld-healer --member-replacement-delay 15m --force-delete-margin 3m";
 
 /// Command-line flags of `celld-healer`.
@@ -129,9 +130,18 @@ pub struct Args {
     #[arg(long = flags::LEASE_NAMESPACE, value_name = "NAMESPACE", default_value = HEALER_NAMESPACE)]
     pub lease_namespace: String,
 
-    /// Name of the coordination Lease.
+    /// Name of the coordination Lease (with --shard i/n, n > 1: the base of the shard's
+    /// Lease `<NAME>-<i>-of-<n>` and of the shared `<NAME>-shards`).
     #[arg(long = flags::LEASE_NAME, value_name = "NAME", default_value = flags::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
+
+    /// Serve only the fleets of shard i of n: those whose identity hashes to i
+    /// (`celld-gen install --shards n` renders one Deployment per shard). Each shard elects
+    /// its own leader; every shard leader of one count also holds the Lease
+    /// `<lease-name>-shards`, and healers started with another count act only once it
+    /// expired, so a fleet is never served by two counts while n changes.
+    #[arg(long = flags::SHARD, value_name = "I/N", default_value = flags::DEFAULT_SHARD, value_parser = parse_shard)]
+    pub shard: Shard,
 
     /// How long a lease holder that stops renewing keeps the lease; the holder renews
     /// every third of it and stops writing once a renewal is overdue.
@@ -157,6 +167,11 @@ pub struct Args {
     /// request and wait to be killed (the end-to-end tests SIGKILL the healer there).
     #[arg(long, hide = true, value_enum)]
     pub test_halt_after: Option<HaltPoint>,
+}
+
+/// `--shard` through the one parser, so the installer and the healer refuse alike.
+fn parse_shard(value: &str) -> Result<Shard, FlagError> {
+    Shard::parse(value)
 }
 
 impl Args {
@@ -230,34 +245,65 @@ mod tests {
                 namespace: "other".into(),
                 ..InstallOptions::default()
             },
+            InstallOptions {
+                shards: 3,
+                ..InstallOptions::default()
+            },
         ];
         for o in matrix {
-            let (_, deployment) = objects(&o)
+            let deployments: Vec<_> = objects(&o)
                 .into_iter()
-                .find(|(p, _)| p == "healer/deployment.yaml")
-                .expect("the bundle has a Deployment");
-            let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-                .as_array()
-                .expect("container args")
-                .iter()
-                .map(|a| a.as_str().expect("string arg").to_string());
-            let a = Args::try_parse_from(std::iter::once("celld-healer".to_string()).chain(args))
-                .expect("the healer parses the rendered args");
-            let c = a.decide_config().expect("and accepts them");
-            assert_eq!(
-                c.replacement_delay,
-                Span::from_duration(o.member_replacement_delay)
-            );
-            assert_eq!(a.lease_namespace, o.namespace);
-            assert_eq!(
-                a.served().unwrap().to_string(),
-                if o.watch_namespaces.is_empty() {
-                    "<all>".to_string()
-                } else {
-                    o.watch_namespaces.join(",")
-                }
-            );
+                .filter(|(_, d)| d["kind"] == "Deployment")
+                .collect();
+            assert_eq!(deployments.len() as u32, o.shards);
+            let mut shards = Vec::new();
+            for (_, deployment) in deployments {
+                let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                    .as_array()
+                    .expect("container args")
+                    .iter()
+                    .map(|a| a.as_str().expect("string arg").to_string());
+                let a =
+                    Args::try_parse_from(std::iter::once("celld-healer".to_string()).chain(args))
+                        .expect("the healer parses the rendered args");
+                let c = a.decide_config().expect("and accepts them");
+                assert_eq!(
+                    c.replacement_delay,
+                    Span::from_duration(o.member_replacement_delay)
+                );
+                assert_eq!(a.lease_namespace, o.namespace);
+                assert_eq!(
+                    a.served().unwrap().to_string(),
+                    if o.watch_namespaces.is_empty() {
+                        "<all>".to_string()
+                    } else {
+                        o.watch_namespaces.join(",")
+                    }
+                );
+                shards.push(a.shard);
+            }
+            // One Deployment per shard, every shard once.
+            let want: Vec<Shard> = (0..o.shards)
+                .map(|index| Shard {
+                    index,
+                    count: o.shards,
+                })
+                .collect();
+            assert_eq!(shards, want);
         }
+    }
+
+    #[test]
+    fn shard_flag_refused_with_the_shared_message() {
+        let e = Args::try_parse_from(["celld-healer", "--shard", "3/3"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("shard index not below the count (write i/n with 0 <= i < n <= 64"),
+            "{e}"
+        );
+        let a = Args::parse_from(["celld-healer", "--shard", "1/2"]);
+        assert_eq!(a.shard, Shard { index: 1, count: 2 });
+        assert_eq!(Args::parse_from(["celld-healer"]).shard, Shard::ALL);
     }
 
     #[test]

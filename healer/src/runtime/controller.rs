@@ -27,6 +27,7 @@ use super::reconcile::{Reconciler, error_policy, reconcile};
 use super::served::Served;
 use super::watches::{self, Obj, WatchHealth};
 use crate::config::Config;
+use celld_gen::healer_flags::Shard;
 
 /// What the controller needs.
 pub struct Settings {
@@ -34,6 +35,8 @@ pub struct Settings {
     pub client: Client,
     /// The namespaces served.
     pub served: Served,
+    /// The share of the fleets served (`--shard`).
+    pub shard: Shard,
     /// Delays for `decide`.
     pub config: Config,
     /// This replica's name.
@@ -75,6 +78,7 @@ impl Controller {
         let ctx = Arc::new(Reconciler {
             client: s.client.clone(),
             served: s.served.clone(),
+            shard: s.shard,
             stores,
             watches,
             config: s.config.clone(),

@@ -25,6 +25,17 @@
 //! the gate closes first, then the lease is released (holder cleared) so the standby
 //! takes over at once.
 //!
+//! **Shards.** With `--shard i/n` each shard elects its own leader on its own Lease
+//! ([`Shard::lease_name`]). Every shard leader also renews one Lease shared by the
+//! leaders of its shard *count*, `<lease>-shards` with holder `shards=<n>`, by the same
+//! protocol (a sibling's renewal is not a takeover, so a conflict with one is retried
+//! at once). A healer started with another count sees the record change at every
+//! renewal and takes the Lease over only when nobody of the old count renewed it for
+//! its duration, that is once every old shard leader stopped writing. The gate opens
+//! only while both Leases are held, so while `n` changes no fleet has two writers, even
+//! though the old and the new count hash fleets differently. A single healer (`0/1`)
+//! holds the group Lease too: going from one shard to several is the same procedure.
+//!
 //! The lease is advisory: it keeps two healthy replicas from doing the same work, but
 //! safety rests on the uid and resourceVersion preconditions every write carries.
 
@@ -42,6 +53,8 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::metrics::Metrics;
+#[cfg(doc)]
+use celld_gen::healer_flags::Shard;
 
 /// Where the lease lives and who this replica is.
 #[derive(Clone, Debug)]
@@ -54,6 +67,10 @@ pub struct LeaseConfig {
     pub identity: String,
     /// `leaseDurationSeconds`.
     pub duration: Duration,
+    /// The Lease shared by the shard leaders of one shard count ([`Shard::group_lease_name`]).
+    pub group_name: String,
+    /// Its holder identity for this replica's count ([`Shard::group_holder`]).
+    pub group_holder: String,
 }
 
 /// Whether this replica may write right now. Cheap to clone and to check.
@@ -63,19 +80,42 @@ pub struct Gate {
 }
 
 struct GateInner {
-    /// Writes are allowed until this instant (set on every successful renewal).
-    until: Mutex<Option<Instant>>,
+    /// The leases that must both be held, each until the instant set on its last
+    /// successful renewal.
+    until: Mutex<Held>,
     /// Closed for good (shutdown).
     closed: AtomicBool,
     /// Leadership as last decided by the elector (for triggering a full reconcile).
     leading: watch::Sender<bool>,
 }
 
+/// Until when each lease counts as held (None: not held).
+#[derive(Default)]
+struct Held {
+    /// This shard's lease.
+    shard: Option<Instant>,
+    /// The lease of this replica's shard count.
+    group: Option<Instant>,
+}
+
+impl Held {
+    fn both(&self) -> bool {
+        self.shard.is_some() && self.group.is_some()
+    }
+}
+
+/// Which of the two leases a renewal or loss concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Which {
+    Shard,
+    Group,
+}
+
 impl Gate {
     fn new() -> Gate {
         Gate {
             inner: Arc::new(GateInner {
-                until: Mutex::new(None),
+                until: Mutex::new(Held::default()),
                 closed: AtomicBool::new(false),
                 leading: watch::channel(false).0,
             }),
@@ -85,28 +125,40 @@ impl Gate {
     /// A gate that is always open (no election: tests, single replica tools).
     pub fn always_open() -> Gate {
         let g = Gate::new();
-        *g.inner.until.lock().expect("gate lock") =
-            Some(Instant::now() + Duration::from_secs(1 << 40));
+        let forever = Some(Instant::now() + Duration::from_secs(1 << 40));
+        *g.inner.until.lock().expect("gate lock") = Held {
+            shard: forever,
+            group: forever,
+        };
         g.inner.leading.send_replace(true);
         g
     }
 
-    /// Whether a write may start now: this replica holds the lease, renewed recently
-    /// enough, and is not shutting down.
+    /// Whether a write may start now: this replica holds its shard's lease and its shard
+    /// count's lease, both renewed recently enough, and is not shutting down.
     pub fn may_act(&self) -> bool {
-        !self.inner.closed.load(Ordering::SeqCst)
-            && self
-                .inner
-                .until
-                .lock()
-                .expect("gate lock")
-                .is_some_and(|t| Instant::now() < t)
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let held = self.inner.until.lock().expect("gate lock");
+        let now = Instant::now();
+        held.shard.is_some_and(|t| now < t) && held.group.is_some_and(|t| now < t)
+    }
+
+    /// Whether this shard's lease is held (the shard count's lease is renewed only then).
+    fn holds_shard(&self) -> bool {
+        self.inner
+            .until
+            .lock()
+            .expect("gate lock")
+            .shard
+            .is_some_and(|t| Instant::now() < t)
     }
 
     /// Closes the gate for good (shutdown): no write starts after this.
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
-        *self.inner.until.lock().expect("gate lock") = None;
+        *self.inner.until.lock().expect("gate lock") = Held::default();
         self.inner.leading.send_replace(false);
     }
 
@@ -115,20 +167,30 @@ impl Gate {
         self.inner.leading.subscribe()
     }
 
-    fn renewed(&self, until: Instant) {
+    fn renewed(&self, which: Which, until: Instant) {
         if self.inner.closed.load(Ordering::SeqCst) {
             return;
         }
-        *self.inner.until.lock().expect("gate lock") = Some(until);
-        if !*self.inner.leading.borrow() {
-            self.inner.leading.send_replace(true);
-        }
+        self.set(which, Some(until));
     }
 
-    fn lost(&self) {
-        *self.inner.until.lock().expect("gate lock") = None;
-        if *self.inner.leading.borrow() {
-            self.inner.leading.send_replace(false);
+    fn lost(&self, which: Which) {
+        self.set(which, None);
+    }
+
+    /// Records one lease's state; leadership (what triggers a full reconcile) is
+    /// holding both.
+    fn set(&self, which: Which, until: Option<Instant>) {
+        let both = {
+            let mut held = self.inner.until.lock().expect("gate lock");
+            match which {
+                Which::Shard => held.shard = until,
+                Which::Group => held.group = until,
+            }
+            held.both()
+        };
+        if *self.inner.leading.borrow() != both {
+            self.inner.leading.send_replace(both);
         }
     }
 }
@@ -147,6 +209,41 @@ struct Observed {
     since: Instant,
 }
 
+/// One lease this replica campaigns for: its name, the holder identity it writes, the
+/// record it last wrote, and what it last saw of another holder.
+struct Campaign {
+    name: String,
+    identity: String,
+    held: Option<Lease>,
+    observed: Option<Observed>,
+}
+
+impl Campaign {
+    fn new(name: &str, identity: &str) -> Campaign {
+        Campaign {
+            name: name.to_string(),
+            identity: identity.to_string(),
+            held: None,
+            observed: None,
+        }
+    }
+}
+
+/// The outcome of one round for one lease.
+#[derive(Debug, PartialEq, Eq)]
+enum Round {
+    /// This replica holds it (renewed or acquired).
+    Held,
+    /// Another holder has it and has not let it expire.
+    Other(String),
+    /// Another writer changed it between our read and our write.
+    Raced,
+}
+
+/// How often a shared lease's round is retried at once after a sibling's renewal raced
+/// ours.
+const SHARED_RETRIES: usize = 3;
+
 impl Elector {
     /// Creates the elector; nothing is sent until [`Elector::run`].
     pub fn new(client: Client, cfg: LeaseConfig, metrics: Arc<Metrics>) -> Elector {
@@ -163,52 +260,70 @@ impl Elector {
         self.gate.clone()
     }
 
-    /// Campaigns and renews until `shutdown` turns true, then releases the lease if held.
+    /// Campaigns and renews until `shutdown` turns true, then releases the shard's lease
+    /// if held (the shared lease stays with the siblings; it expires once none renews).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let renew_every = self.cfg.duration / 3;
         let renew_deadline = self.cfg.duration * 2 / 3;
-        let mut held: Option<Lease> = None;
-        let mut observed: Option<Observed> = None;
-        let mut leading = false;
+        let mut shard = Campaign::new(&self.cfg.name, &self.cfg.identity);
+        let mut group = Campaign::new(&self.cfg.group_name, &self.cfg.group_holder);
+        let mut acting = false;
+        let mut waiting_for: Option<String> = None;
         loop {
             if *shutdown.borrow() {
                 break;
             }
+            let mut next = renew_every;
             let started = Instant::now();
-            let next = match self.attempt(&mut held, &mut observed).await {
-                Ok(true) => {
-                    self.gate.renewed(started + renew_deadline);
-                    if !leading {
-                        info!(lease = %self.cfg.name, identity = %self.cfg.identity, "acquired the lease: this replica writes");
-                        leading = true;
-                    }
-                    self.metrics.leader.set(1);
-                    renew_every
-                }
-                Ok(false) => {
-                    self.gate.lost();
-                    if leading {
-                        warn!(lease = %self.cfg.name, "lost the lease: this replica stops writing");
-                        leading = false;
-                    }
-                    self.metrics.leader.set(0);
-                    renew_every
-                }
+            match self.attempt(&mut shard).await {
+                Ok(Round::Held) => self.gate.renewed(Which::Shard, started + renew_deadline),
+                Ok(_) => self.gate.lost(Which::Shard),
                 Err(e) => {
-                    self.metrics.error("lease");
-                    warn!(error = %e, lease = %self.cfg.name, "lease request failed");
+                    self.failed(&shard.name, &e);
                     // The gate stays open only until the renew deadline passes.
-                    if !self.gate.may_act() {
-                        self.metrics.leader.set(0);
-                        if leading {
-                            warn!("lease not renewed in time: this replica stops writing");
-                            leading = false;
-                        }
-                        self.gate.lost();
+                    if !self.gate.holds_shard() {
+                        self.gate.lost(Which::Shard);
                     }
-                    Duration::from_secs(1)
+                    next = Duration::from_secs(1);
                 }
-            };
+            }
+            if self.gate.holds_shard() {
+                let started = Instant::now();
+                match self.attempt_shared(&mut group).await {
+                    Ok(Round::Held) => {
+                        self.gate.renewed(Which::Group, started + renew_deadline);
+                        waiting_for = None;
+                    }
+                    Ok(Round::Other(holder)) => {
+                        self.gate.lost(Which::Group);
+                        if waiting_for.as_deref() != Some(holder.as_str()) {
+                            warn!(lease = %group.name, holder = %holder, ours = %group.identity,
+                                "healers of another shard count still renew the shared lease: this replica waits until they stop");
+                            waiting_for = Some(holder);
+                        }
+                    }
+                    Ok(Round::Raced) | Err(_) => {
+                        if !self.gate.may_act() {
+                            self.gate.lost(Which::Group);
+                        }
+                        next = Duration::from_secs(1);
+                    }
+                }
+            } else {
+                // Only shard leaders speak for their count; a standby holds nothing.
+                self.gate.lost(Which::Group);
+                group.held = None;
+            }
+            let now_acting = self.gate.may_act();
+            if now_acting != acting {
+                if now_acting {
+                    info!(lease = %shard.name, identity = %shard.identity, "acquired the lease: this replica writes");
+                } else {
+                    warn!(lease = %shard.name, "lost the lease: this replica stops writing");
+                }
+                acting = now_acting;
+            }
+            self.metrics.leader.set(i64::from(now_acting));
             tokio::select! {
                 _ = tokio::time::sleep(next) => {}
                 _ = shutdown.changed() => {}
@@ -216,9 +331,30 @@ impl Elector {
         }
         self.gate.close();
         self.metrics.leader.set(0);
-        if let Some(lease) = held {
-            self.release(lease).await;
+        if let Some(lease) = shard.held {
+            self.release(&shard.name, lease).await;
         }
+    }
+
+    fn failed(&self, lease: &str, e: &kube::Error) {
+        self.metrics.error("lease");
+        warn!(error = %e, lease = %lease, "lease request failed");
+    }
+
+    /// A round on a lease several replicas hold together: a sibling's renewal between
+    /// our read and our write is retried at once, not taken for a loss.
+    async fn attempt_shared(&self, c: &mut Campaign) -> Result<Round, kube::Error> {
+        for _ in 0..SHARED_RETRIES {
+            match self.attempt(c).await {
+                Ok(Round::Raced) => continue,
+                Err(e) => {
+                    self.failed(&c.name, &e);
+                    return Err(e);
+                }
+                other => return other,
+            }
+        }
+        Ok(Round::Raced)
     }
 
     fn now() -> MicroTime {
@@ -229,43 +365,39 @@ impl Elector {
         i32::try_from(self.cfg.duration.as_secs()).unwrap_or(i32::MAX)
     }
 
-    /// One round: Ok(true) when this replica holds the lease afterwards.
-    async fn attempt(
-        &self,
-        held: &mut Option<Lease>,
-        observed: &mut Option<Observed>,
-    ) -> Result<bool, kube::Error> {
+    /// One round on one lease.
+    async fn attempt(&self, c: &mut Campaign) -> Result<Round, kube::Error> {
         // Renew what we hold, with the resourceVersion of our last write.
-        if let Some(mut lease) = held.take() {
+        if let Some(mut lease) = c.held.take() {
             let spec = lease.spec.get_or_insert_with(Default::default);
             spec.renew_time = Some(Self::now());
             spec.lease_duration_seconds = Some(self.duration_secs());
             match self
                 .api
-                .replace(&self.cfg.name, &PostParams::default(), &lease)
+                .replace(&c.name, &PostParams::default(), &lease)
                 .await
             {
                 Ok(l) => {
-                    *held = Some(l);
-                    return Ok(true);
+                    c.held = Some(l);
+                    return Ok(Round::Held);
                 }
                 Err(kube::Error::Api(s)) if s.is_conflict() || s.is_not_found() => {
-                    debug!("lease changed under us; reading it again");
+                    debug!(lease = %c.name, "lease changed under us; reading it again");
                 }
                 Err(e) => {
                     // Keep it: the next round retries with the same resourceVersion.
-                    *held = Some(lease);
+                    c.held = Some(lease);
                     return Err(e);
                 }
             }
         }
-        let Some(mut lease) = self.api.get_opt(&self.cfg.name).await? else {
+        let Some(mut lease) = self.api.get_opt(&c.name).await? else {
             let lease: Lease = serde_json::from_value(serde_json::json!({
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.cfg.name, "namespace": self.cfg.namespace},
+                "metadata": {"name": c.name, "namespace": self.cfg.namespace},
                 "spec": {
-                    "holderIdentity": self.cfg.identity,
+                    "holderIdentity": c.identity,
                     "leaseDurationSeconds": self.duration_secs(),
                     "acquireTime": Self::now(),
                     "renewTime": Self::now(),
@@ -275,23 +407,25 @@ impl Elector {
             .expect("a valid Lease");
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(l) => {
-                    *held = Some(l);
-                    Ok(true)
+                    c.held = Some(l);
+                    Ok(Round::Held)
                 }
-                Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => Ok(false),
+                Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => {
+                    Ok(Round::Raced)
+                }
                 Err(e) => Err(e),
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
         let rv = lease.metadata.resource_version.clone().unwrap_or_default();
-        let mine = holder == self.cfg.identity;
+        let mine = holder == c.identity;
         if !mine && !holder.is_empty() {
             let now = Instant::now();
-            let since = match observed {
+            let since = match &c.observed {
                 Some(o) if o.resource_version == rv => o.since,
                 _ => {
-                    *observed = Some(Observed {
+                    c.observed = Some(Observed {
                         resource_version: rv.clone(),
                         since: now,
                     });
@@ -302,13 +436,13 @@ impl Elector {
                 .lease_duration_seconds
                 .map_or(self.cfg.duration, |s| Duration::from_secs(s.max(1) as u64));
             if now.duration_since(since) < their_duration {
-                return Ok(false);
+                return Ok(Round::Other(holder));
             }
-            info!(holder = %holder, "the lease holder stopped renewing; taking over");
+            info!(lease = %c.name, holder = %holder, "the lease holder stopped renewing; taking over");
         }
         let s = lease.spec.get_or_insert_with(Default::default);
         if !mine {
-            s.holder_identity = Some(self.cfg.identity.clone());
+            s.holder_identity = Some(c.identity.clone());
             s.acquire_time = Some(Self::now());
             s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
@@ -316,31 +450,27 @@ impl Elector {
         s.lease_duration_seconds = Some(self.duration_secs());
         match self
             .api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .replace(&c.name, &PostParams::default(), &lease)
             .await
         {
             Ok(l) => {
-                *held = Some(l);
-                *observed = None;
-                Ok(true)
+                c.held = Some(l);
+                c.observed = None;
+                Ok(Round::Held)
             }
-            Err(kube::Error::Api(s)) if s.is_conflict() => Ok(false),
+            Err(kube::Error::Api(s)) if s.is_conflict() => Ok(Round::Raced),
             Err(e) => Err(e),
         }
     }
 
     /// Clears the holder so a standby takes over without waiting for expiry.
-    async fn release(&self, mut lease: Lease) {
+    async fn release(&self, name: &str, mut lease: Lease) {
         let s = lease.spec.get_or_insert_with(Default::default);
         s.holder_identity = None;
         s.renew_time = Some(Self::now());
         s.lease_duration_seconds = Some(1);
-        match self
-            .api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => info!(lease = %self.cfg.name, "released the lease"),
+        match self.api.replace(name, &PostParams::default(), &lease).await {
+            Ok(_) => info!(lease = %name, "released the lease"),
             Err(e) => warn!(error = %e, "could not release the lease; it expires on its own"),
         }
     }

@@ -9,7 +9,7 @@
 //! | `celld_healer_decide_duration_seconds` | histogram | |
 //! | `celld_healer_deadline_lag_seconds` | histogram | time from a wake-up `decide` asked for to the write it led to |
 //! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
-//! | `celld_healer_leader` | gauge | 1 while this replica holds the lease and may write |
+//! | `celld_healer_leader` | gauge | 1 while this replica holds its shard's lease and its shard count's lease, and may write |
 //! | `celld_healer_watch_healthy` | gauge | `resource`: 1 once listed and while the watch works |
 
 use std::sync::Mutex;

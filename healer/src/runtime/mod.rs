@@ -51,6 +51,7 @@ pub mod watches;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
+use celld_gen::healer_flags::Shard;
 use tracing::{info, warn};
 
 pub use cli::Args;
@@ -69,6 +70,7 @@ pub async fn run(args: Args) -> Result<()> {
     info!(
         identity = %identity,
         namespaces = %served,
+        shard = %args.shard,
         replacement_delay = ?args.member_replacement_delay,
         force_delete_margin = ?args.force_delete_margin,
         absorb_window = ?args.absorb_window,
@@ -87,9 +89,11 @@ pub async fn run(args: Args) -> Result<()> {
         client.clone(),
         leader::LeaseConfig {
             namespace: args.lease_namespace.clone(),
-            name: args.lease_name.clone(),
+            name: args.shard.lease_name(&args.lease_name),
             identity: identity.clone(),
             duration: args.lease_duration,
+            group_name: Shard::group_lease_name(&args.lease_name),
+            group_holder: args.shard.group_holder(),
         },
         metrics.clone(),
     );
@@ -99,6 +103,7 @@ pub async fn run(args: Args) -> Result<()> {
     let ctl = controller::Controller::new(controller::Settings {
         client: client.clone(),
         served,
+        shard: args.shard,
         config,
         identity: identity.clone(),
         gate: gate.clone(),

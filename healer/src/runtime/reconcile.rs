@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use celld_gen::api::CelldFleet;
+use celld_gen::healer_flags::Shard;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::runtime::controller::Action as KAction;
@@ -43,6 +44,8 @@ pub(super) struct Reconciler {
     pub(super) client: Client,
     /// The namespaces whose fleets are reconciled (others are only read, for V2).
     pub(super) served: Served,
+    /// The share of those fleets this healer acts on (`--shard`).
+    pub(super) shard: Shard,
     pub(super) stores: Stores,
     pub(super) watches: Arc<WatchHealth>,
     pub(super) config: Config,
@@ -206,6 +209,10 @@ pub(super) async fn reconcile(
         .served
         .contains(fleet.metadata.namespace.as_deref().unwrap_or_default())
     {
+        return Ok(KAction::await_change());
+    }
+    // Another shard's fleet: watched (the identity check reads every fleet), never acted on.
+    if !ctx.shard.owns(&fleet.spec.identity) {
         return Ok(KAction::await_change());
     }
     if !ctx.gate.may_act() {
