@@ -12,7 +12,8 @@
 //!
 //! Install options and what they change in the container args: `--namespace`
 //! (`--lease-namespace`), `--watch-namespace` (`--namespace`), `--member-replacement-delay`
-//! (the same flag). `--image`, `--replicas`, `--repo-url` and `--repo-path` change no arg;
+//! (the same flag), `--shards` (`--shard`; the first shard's Deployment is started).
+//! `--image`, `--replicas`, `--repo-url` and `--repo-path` change no arg;
 //! one case sets them all to show it. Every case with `--watch-namespace` or `--namespace`
 //! installs into a namespace of its own: the ClusterRole is named per install namespace,
 //! and a read-only one must not replace the shared install's.
@@ -62,6 +63,8 @@ async fn matrix(env: &mut Env, cluster_scoped: &mut Vec<(String, String)>) -> Re
     ];
     for (case, extra) in [
         ("other-namespace", vec![]),
+        // The first shard's Deployment (`--shard=0/3`).
+        ("shards-3", args(&["--shards", "3"])),
         ("watch-one", args(&["--watch-namespace", &a])),
         ("watch-several", args(&["--watch-namespace", &both])),
         (
