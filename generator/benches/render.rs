@@ -5,13 +5,18 @@
 //! times (default 11), loads and validates them, renders them (with the parse-back check
 //! of every object) and writes the whole output tree atomically. Prints the median, the
 //! fastest and the slowest run. The goal is all 1,000 fleets in under one second.
+//!
+//! Then times the parse-back check alone (and its parts), and runs `celld-gen render
+//! --stdout` and `kubectl kustomize` of an equivalent base-plus-overlays tree side by side
+//! (alternated, median of up to 5 runs each) and prints the ratio. `kubectl` is `$KUBECTL`,
+//! the test control plane's, or the one on `PATH`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use celld_gen::load::load_paths;
 use celld_gen::output::write_tree;
-use celld_gen::render::render_all;
+use celld_gen::render::{parse, render_all, roundtrip};
 
 const IMAGE: &str = "ghcr.io/ewhauser/celld@sha256:1c0d854cd2af39fa439f163d5b88a19c7bccefd25fe35e2c0e1f43b3d886f424";
 
@@ -177,6 +182,12 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let fleets: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(11);
+    // Optional: only these sections (render, parse-back, kustomize), comma-separated.
+    let only: Option<String> = args.next();
+    let run = |section: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s == section))
+    };
 
     let work = tempfile::tempdir().expect("temporary directory");
     // Two sets of the same fleets with different identities: every rendered file differs.
@@ -198,18 +209,309 @@ fn main() {
         );
     };
 
+    if run("render") {
+        render_runs(&a, &b, &out, runs, report);
+    }
+    // 4. The parse-back check alone, and its parts.
+    if run("parse-back") {
+        parse_back(&[&a], runs);
+    }
+    // 5. Side by side with Kustomize, both as the commands a user runs.
+    if run("kustomize") {
+        versus_kustomize(
+            work.path(),
+            &work.path().join("fleets-a"),
+            fleets,
+            runs.min(5),
+        );
+    }
+}
+
+fn render_runs(
+    a: &[PathBuf],
+    b: &[PathBuf],
+    out: &Path,
+    runs: usize,
+    report: impl Fn(&str, Measurement),
+) {
     // 1. Into a new directory (the previous output is removed before each run, untimed).
     report(
         "new directory",
-        measure(&[&a], &out, runs, || {
-            let _ = std::fs::remove_dir_all(&out);
+        measure(&[a], out, runs, || {
+            let _ = std::fs::remove_dir_all(out);
         }),
     );
     // 2. Replacing a previous output in which every file changes.
     report(
         "replace, every file changed",
-        measure(&[&a, &b], &out, runs, || {}),
+        measure(&[a, b], out, runs, || {}),
     );
     // 3. Re-rendering into an identical tree (nothing to write).
-    report("re-render, unchanged", measure(&[&a], &out, runs, || {}));
+    report("re-render, unchanged", measure(&[a], out, runs, || {}));
+}
+
+/// `kubectl` for the Kustomize comparison: `$KUBECTL`, the test control plane's (built by
+/// `tests/controlplane/build.sh`), or the one on `PATH`.
+fn kubectl() -> Option<PathBuf> {
+    if let Some(k) = std::env::var_os("KUBECTL") {
+        return Some(PathBuf::from(k));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/.cluster/bin");
+    let built = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("kubectl"))
+        .find(|p| p.is_file());
+    built.or_else(|| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("kubectl"))
+                .find(|p| p.is_file())
+        })
+    })
+}
+
+/// The Kustomize way to the same manifests: one base per workload kind (the objects of one
+/// rendered PersistentFleet and of one rendered Bucket fleet), and one overlay per fleet
+/// that sets its namespace, a name suffix, its identity label (selectors included), the
+/// image digest, and patches its members, bucket, region and zones; a top kustomization
+/// lists every overlay. `kubectl kustomize` of the top builds the objects `celld-gen
+/// render --stdout` prints, but for the optional routing objects of the few fleets with
+/// `routing` (the bases have none), which makes Kustomize's share of the work smaller.
+fn kustomize_tree(dir: &Path, fleets: usize) -> PathBuf {
+    let bases = dir.join("kustomize/bases");
+    for (kind, i) in [("statefulset", 0), ("deployment", 1)] {
+        let fleet = celld_gen::load::load_str(Path::new("base.yaml"), &fleet(i, 0))
+            .unwrap_or_else(|d| panic!("{}", d[0]));
+        let rendered = celld_gen::render::render_fleet(&fleet).expect("base renders");
+        let base = bases.join(kind);
+        std::fs::create_dir_all(&base).unwrap();
+        let mut resources = Vec::new();
+        for o in &rendered.objects {
+            std::fs::write(base.join(o.file), &o.yaml).unwrap();
+            resources.push(format!("- {}", o.file));
+        }
+        std::fs::write(
+            base.join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{}\n",
+                resources.join("\n")
+            ),
+        )
+        .unwrap();
+    }
+    let overlays = dir.join("kustomize/overlays");
+    let mut top = Vec::new();
+    for i in 0..fleets {
+        let kind = if i.is_multiple_of(3) {
+            "statefulset"
+        } else {
+            "deployment"
+        };
+        let workload = if kind == "statefulset" {
+            "StatefulSet"
+        } else {
+            "Deployment"
+        };
+        let o = overlays.join(format!("fleet-{i}"));
+        std::fs::create_dir_all(&o).unwrap();
+        let region = ["us-east-1", "eu-west-1", "ap-southeast-2"][i % 3];
+        let zones = 1 + i % 3;
+        let members = zones + i % 4;
+        std::fs::write(
+            o.join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../../bases/{kind}
+namespace: team-{team}
+nameSuffix: \"-{i}\"
+labels:
+- pairs:
+    fleet.celld.dev/identity: {identity}
+  includeSelectors: true
+images:
+- name: ghcr.io/ewhauser/celld
+  digest: sha256:{digest:0>64}
+patches:
+- target:
+    kind: CelldFleet
+  patch: |-
+    - op: replace
+      path: /spec/members
+      value: {members}
+    - op: replace
+      path: /spec/storage/bucket
+      value: bench-bucket-{i}
+    - op: replace
+      path: /spec/storage/region
+      value: {region}
+    - op: replace
+      path: /spec/identity
+      value: {identity}
+- target:
+    kind: {workload}
+  patch: |-
+    - op: add
+      path: /metadata/annotations/fleet.celld.dev~1zones
+      value: \"{zones}\"
+- target:
+    kind: CelldBucketReservation
+  patch: |-
+    - op: replace
+      path: /spec/bucket
+      value: bench-bucket-{i}
+",
+                team = i % 17,
+                identity = format!("{:0>26}", format!("bench0x{i}")),
+                digest = i,
+            ),
+        )
+        .unwrap();
+        top.push(format!("- overlays/fleet-{i}"));
+    }
+    let root = dir.join("kustomize");
+    std::fs::write(
+        root.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{}\n",
+            top.join("\n")
+        ),
+    )
+    .unwrap();
+    root
+}
+
+/// Runs `cmd` `runs` times, each with its stdout counted and discarded: (median wall
+/// time, bytes printed, documents printed).
+fn time_command(
+    mut cmd: impl FnMut() -> std::process::Command,
+    runs: usize,
+) -> (Duration, usize, usize) {
+    let mut times = Vec::new();
+    let (mut bytes, mut docs) = (0, 0);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let out = cmd().output().expect("the command runs");
+        times.push(start.elapsed());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        bytes = out.stdout.len();
+        let text = String::from_utf8_lossy(&out.stdout);
+        docs =
+            text.matches("\napiVersion: ").count() + usize::from(text.starts_with("apiVersion: "));
+    }
+    times.sort();
+    (times[times.len() / 2], bytes, docs)
+}
+
+fn versus_kustomize(work: &Path, fleets_dir: &Path, fleets: usize, runs: usize) {
+    let Some(kubectl) = kubectl() else {
+        println!(
+            "versus Kustomize: not run, no kubectl (set KUBECTL, or run tests/controlplane/build.sh)"
+        );
+        return;
+    };
+    let tree = kustomize_tree(work, fleets);
+    let celld_gen_bin = env!("CARGO_BIN_EXE_celld-gen");
+    // Alternate the two so that a noisy moment hurts both alike.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut our_docs, mut their_docs) = (0, 0);
+    for _ in 0..runs {
+        let (t, _, d) = time_command(
+            || {
+                let mut c = std::process::Command::new(celld_gen_bin);
+                c.arg("render").arg(fleets_dir).arg("--stdout");
+                c
+            },
+            1,
+        );
+        ours.push(t);
+        our_docs = d;
+        let (t, _, d) = time_command(
+            || {
+                let mut c = std::process::Command::new(&kubectl);
+                c.arg("kustomize").arg(&tree);
+                c
+            },
+            1,
+        );
+        theirs.push(t);
+        their_docs = d;
+    }
+    ours.sort();
+    theirs.sort();
+    let (o, k) = (ours[ours.len() / 2], theirs[theirs.len() / 2]);
+    println!(
+        "versus Kustomize ({}), median of {runs} alternated runs: `celld-gen render {fleets} fleets \
+         --stdout` {:.0} ms ({our_docs} objects), `kubectl kustomize` of base + {fleets} overlays \
+         {:.0} ms ({their_docs} objects): celld-gen {:.1}x faster",
+        kubectl.display(),
+        o.as_secs_f64() * 1000.0,
+        k.as_secs_f64() * 1000.0,
+        k.as_secs_f64() / o.as_secs_f64().max(1e-9),
+    );
+}
+/// Times the parse-back check of every rendered object ([`roundtrip::check`]) and two of
+/// its three parts: the YAML parse and the comparison (of a tree with itself, the work of
+/// an object that passes); the rest is the typed parse and re-serialization.
+fn parse_back(inputs: &[&[PathBuf]], runs: usize) {
+    let paths: Vec<PathBuf> = inputs.iter().flat_map(|s| s.iter().cloned()).collect();
+    let loaded = load_paths(&paths).unwrap_or_else(|d| panic!("{}", d[0]));
+    let bundle = render_all(&loaded).unwrap_or_else(|d| panic!("{}", d[0]));
+    let objects: Vec<_> = bundle.fleets.iter().flat_map(|f| &f.objects).collect();
+    let median = |f: &dyn Fn()| {
+        let mut v: Vec<Duration> = (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let check = median(&|| {
+        for o in &objects {
+            roundtrip::check(o.kind, &o.yaml).unwrap();
+        }
+    });
+    let trees: Vec<_> = objects
+        .iter()
+        .map(|o| parse::parse_document(&o.yaml).unwrap())
+        .collect();
+    let yaml = median(&|| {
+        for o in &objects {
+            std::hint::black_box(parse::parse_document(&o.yaml).unwrap());
+        }
+    });
+    let compare = median(&|| {
+        for t in &trees {
+            assert!(roundtrip::same_tree(t, t).is_ok());
+        }
+    });
+    // The comparison as it was before equality came first: the walk that names the first
+    // difference, run on every object.
+    let walk = median(&|| {
+        for t in &trees {
+            assert!(roundtrip::first_difference(t, t, &mut String::new()).is_none());
+        }
+    });
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "parse-back check alone: {} objects, median of {runs} runs: {:.0} ms (YAML parse {:.0} ms, \
+         comparison {:.0} ms, typed parse and back {:.0} ms); the comparison by the walk alone \
+         (before equality came first): {:.0} ms",
+        objects.len(),
+        ms(check),
+        ms(yaml),
+        ms(compare),
+        ms(check.saturating_sub(yaml + compare)),
+        ms(walk),
+    );
 }
