@@ -203,6 +203,10 @@ pub(super) async fn evaluate_fleet(
         }
     };
 
+    // Evaluated as of now: after the collection, which stamps its samples with later
+    // times than the reconcile's start (an observation from the future is invalid, E1).
+    let now = now.max(super::reconcile::now());
+
     // The history: the cache's, unless this process wrote a newer one the cache has not
     // caught up with yet.
     let cached_rv = reservation
@@ -225,6 +229,7 @@ pub(super) async fn evaluate_fleet(
             }
         });
     let (history, decision) = evaluate(&policy, history, &observation, &applied, now);
+    debug!(fleet = %key, reason = decision.reason.as_str(), message = %decision.message, desired = decision.desired, "capacity evaluated");
     let text = history.encode().map_err(ReconcileError::History)?;
     if History::size_warning(text.len()) {
         warn!(fleet = %key, bytes = text.len(), "capacity history is over half its size limit");
