@@ -480,3 +480,130 @@ async fn history_lifecycle(env: &mut Env) -> Result<()> {
     .await?;
     Ok(())
 }
+
+/// CPU seconds (user + system) the process has used so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which ends with ')'): utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((ticks(11) + ticks(12)) / hz.max(1.0))
+}
+
+/// The collector's cost (issue 13, "Measure"): 50 Bucket fleets of 3 members in
+/// Automatic mode with the default policy (one observation per fleet every 15 s), at rest
+/// (low load, at minMembers). Prints API requests and healer CPU per minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collector_cost_50_automatic_fleets() -> Result<()> {
+    let Some(mut env) = Env::start("capacity_cost").await? else {
+        return Ok(());
+    };
+    let r = cost(&mut env).await;
+    env.finish(r).await
+}
+
+async fn cost(env: &mut Env) -> Result<()> {
+    let fleets: Vec<FleetFile> = (0..50)
+        .map(|i| FleetFile::bucket(&env.ns, &format!("c{i:02}"), 3))
+        .collect();
+    for f in &fleets {
+        env.apply_fleet(&format!(
+            "{}  capacity:\n    mode: Automatic\n    minMembers: 3\n    maxMembers: 4\n",
+            f.yaml()
+        ))
+        .await?;
+    }
+    let mut o = env.healer_options();
+    o.lease_duration = "15s".into();
+    let h = env.healer(o)?;
+    wait_for("150 ready members", Duration::from_secs(300), || async {
+        let pods = env
+            .api::<k8s_openapi::api::core::v1::Pod>()
+            .list(&Default::default())
+            .await?;
+        Ok((pods.iter().filter(|p| pod_ready(p)).count() == 150).then_some(()))
+    })
+    .await?;
+    // Every fleet past its first observations (metrics-server needs two scrapes).
+    wait_for(
+        "every fleet evaluated",
+        Duration::from_secs(180),
+        || async {
+            let list = env.api::<CelldFleet>().list(&Default::default()).await?;
+            let settled = list
+                .iter()
+                .filter(|f| {
+                    f.status
+                        .as_ref()
+                        .and_then(|s| s.capacity.as_ref())
+                        .is_some_and(|c| matches!(c.reason.as_str(), "StabilizingIn" | "AtMinimum"))
+                })
+                .count();
+            Ok((settled == 50).then_some(()))
+        },
+    )
+    .await?;
+    let pid = env.h(h).pid().context("healer pid")?;
+    let window = Duration::from_secs(60);
+    let (m0, c0) = (
+        api_requests(&env.h(h).metrics_text().await?),
+        cpu_seconds(pid)?,
+    );
+    let w0 = env
+        .h(h)
+        .metric("celld_healer_capacity_history_writes_total")
+        .await?;
+    let n0 = env
+        .h(h)
+        .metric("celld_healer_capacity_collect_duration_seconds_count")
+        .await?;
+    let s0 = env
+        .h(h)
+        .metric("celld_healer_capacity_collect_duration_seconds_sum")
+        .await?;
+    tokio::time::sleep(window).await;
+    let (m1, c1) = (
+        api_requests(&env.h(h).metrics_text().await?),
+        cpu_seconds(pid)?,
+    );
+    let w1 = env
+        .h(h)
+        .metric("celld_healer_capacity_history_writes_total")
+        .await?;
+    let n1 = env
+        .h(h)
+        .metric("celld_healer_capacity_collect_duration_seconds_count")
+        .await?;
+    let s1 = env
+        .h(h)
+        .metric("celld_healer_capacity_collect_duration_seconds_sum")
+        .await?;
+    let mut diff = std::collections::BTreeMap::new();
+    for (k, v) in &m1 {
+        let d = v - m0.get(k).copied().unwrap_or(0.0);
+        if d > 0.0 {
+            diff.insert(format!("{} {}", k.0, k.1), d);
+        }
+    }
+    let total: f64 = diff.values().sum();
+    let collections = n1 - n0;
+    eprintln!(
+        "[capacity_cost] 50 Automatic fleets x 3 members, {window:?}: {total} API requests ({diff:?}); \
+         {collections} observations ({} member /state GETs), mean {:.1} ms; {} history patches; \
+         healer CPU {:.2} s ({:.1} % of one core); binary {}",
+        collections * 3.0,
+        1000.0 * (s1 - s0) / collections.max(1.0),
+        w1 - w0,
+        c1 - c0,
+        100.0 * (c1 - c0) / window.as_secs_f64(),
+        healer_bin()?.display()
+    );
+    ensure!(
+        collections >= 150.0,
+        "one observation per fleet every 15 s: {collections}"
+    );
+    Ok(())
+}
