@@ -493,7 +493,7 @@ fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok((ticks(11) + ticks(12)) / hz.max(1.0))
 }
 
-/// The collector's cost (issue 13, "Measure"): 50 Bucket fleets of 3 members in
+/// The collector's cost (issue 13, "Measure"): 50 PersistentFleets of 3 members in
 /// Automatic mode with the default policy (one observation per fleet every 15 s), at rest
 /// (low load, at minMembers). Prints API requests and healer CPU per minute.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,7 +507,7 @@ async fn collector_cost_50_automatic_fleets() -> Result<()> {
 
 async fn cost(env: &mut Env) -> Result<()> {
     let fleets: Vec<FleetFile> = (0..50)
-        .map(|i| FleetFile::bucket(&env.ns, &format!("c{i:02}"), 3))
+        .map(|i| FleetFile::persistent(&env.ns, &format!("c{i:02}"), 3))
         .collect();
     for f in &fleets {
         env.apply_fleet(&format!(
@@ -519,7 +519,7 @@ async fn cost(env: &mut Env) -> Result<()> {
     let mut o = env.healer_options();
     o.lease_duration = "15s".into();
     let h = env.healer(o)?;
-    wait_for("150 ready members", Duration::from_secs(300), || async {
+    wait_for("150 ready members", Duration::from_secs(480), || async {
         let pods = env
             .api::<k8s_openapi::api::core::v1::Pod>()
             .list(&Default::default())
