@@ -511,8 +511,9 @@ fn guide_links_resolve() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
-/// Kubernetes' own words the healer reads (Pod phases, container waiting reasons, kinds)
-/// and never reports as its own reason.
+/// Kubernetes' own words the healer reads (Pod phases, container waiting reasons, kinds,
+/// the metrics.k8s.io kinds and quantity suffixes the capacity collector parses) and never
+/// reports as its own reason.
 const NOT_HEALER_REASONS: &[&str] = &[
     "Bound",
     "CelldFleet",
@@ -523,17 +524,23 @@ const NOT_HEALER_REASONS: &[&str] = &[
     "ErrImagePull",
     "Failed",
     "FieldManagerConflict",
+    "Gi",
     "ImagePullBackOff",
     "InvalidImageName",
+    "Ki",
     "Lease",
+    "Mi",
     "Pending",
     "PersistentVolumeClaim",
     "Pod",
+    "PodMetrics",
+    "PodMetricsList",
     "PodScheduled",
     "ReplicaSet",
     "Running",
     "StatefulSet",
     "Succeeded",
+    "Ti",
 ];
 
 /// The healer's source files that report reasons, states and Events (tests excluded).

@@ -13,6 +13,7 @@
 #   CP_APISERVER_PORT  kube-apiserver   (default 16443, https, loopback)
 #   CP_KCM_PORT        kube-controller-manager /healthz (default 20257, https, loopback)
 #   CP_SCHEDULER_PORT  kube-scheduler  /healthz          (default 20259, https, loopback)
+#   CP_METRICS_SERVER_PORT  metrics-server (metrics.k8s.io) (default 21443, https, loopback)
 
 CP_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CP_TESTS_DIR="$(dirname "$CP_DIR")"
@@ -22,6 +23,7 @@ source "$CP_TESTS_DIR/k8s-version.env"
 CP_CLUSTER_DIR="$CP_TESTS_DIR/.cluster"
 CP_BIN_DIR="$CP_CLUSTER_DIR/bin/$K8S_VERSION"
 CP_CRD_DIR="$CP_CLUSTER_DIR/gateway-api/$GATEWAY_API_VERSION"
+CP_METRICS_SERVER_BIN="$CP_CLUSTER_DIR/bin/metrics-server/$METRICS_SERVER_VERSION/metrics-server"
 # State of a running cluster (wiped by start.sh). Override CP_RUN_DIR (an absolute path)
 # together with the ports to run a second, independent cluster from the same checkout.
 CP_RUN_DIR="${CP_RUN_DIR:-$CP_CLUSTER_DIR/run}"
@@ -40,6 +42,7 @@ CP_ETCD_PEER_PORT="${CP_ETCD_PEER_PORT:-23800}"
 CP_APISERVER_PORT="${CP_APISERVER_PORT:-16443}"
 CP_KCM_PORT="${CP_KCM_PORT:-20257}"
 CP_SCHEDULER_PORT="${CP_SCHEDULER_PORT:-20259}"
+CP_METRICS_SERVER_PORT="${CP_METRICS_SERVER_PORT:-21443}"
 
 CP_APISERVER_URL="https://127.0.0.1:$CP_APISERVER_PORT"
 CP_CA_CERT="$CP_PKI_DIR/ca.crt"
@@ -50,7 +53,8 @@ case ":$PATH:" in
   *) PATH="$CP_BIN_DIR:$PATH" ;;
 esac
 
-export K8S_VERSION K8S_STAGING_VERSION ETCD_VERSION GATEWAY_API_VERSION
+export K8S_VERSION K8S_STAGING_VERSION ETCD_VERSION GATEWAY_API_VERSION METRICS_SERVER_VERSION
 export CP_DIR CP_TESTS_DIR CP_CLUSTER_DIR CP_BIN_DIR CP_CRD_DIR CP_RUN_DIR CP_PKI_DIR \
   CP_LOG_DIR CP_PID_DIR CP_ETCD_PORT CP_ETCD_PEER_PORT CP_APISERVER_PORT CP_KCM_PORT \
-  CP_SCHEDULER_PORT CP_APISERVER_URL CP_CA_CERT KUBECONFIG PATH
+  CP_SCHEDULER_PORT CP_METRICS_SERVER_PORT CP_METRICS_SERVER_BIN CP_APISERVER_URL CP_CA_CERT \
+  KUBECONFIG PATH

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a throw-away Kubernetes control plane on 127.0.0.1 for end-to-end tests:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler (no kubelet, no nodes),
-# then installs the Gateway API CRDs. Works from any cwd. No sudo, docker or network.
+# then installs the Gateway API CRDs and starts the real metrics-server (metrics.k8s.io,
+# scraping kubesim's simulated kubelets). Works from any cwd. No sudo, docker or network.
 #
 #   tests/controlplane/start.sh        # builds first if binaries are missing (build.sh)
 #   export KUBECONFIG=$PWD/tests/.cluster/run/kubeconfig   # or: source tests/controlplane/env.sh
@@ -41,6 +42,8 @@ T0=$SECONDS
 
 # --- binaries (build.sh is a no-op when they are present) -------------------------------
 "$CP_DIR/build.sh"
+"$CP_DIR/build-metrics-server.sh"
+[[ -x "$CP_METRICS_SERVER_BIN" ]] || die "missing $CP_METRICS_SERVER_BIN"
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   [[ -x "$CP_BIN_DIR/$b" ]] || die "missing $CP_BIN_DIR/$b"
 done
@@ -49,7 +52,7 @@ T_BUILT=$SECONDS
 # --- fresh state ------------------------------------------------------------------------
 "$CP_DIR/stop.sh" --quiet
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "$CP_ETCD_PORT" "$CP_ETCD_PEER_PORT" "$CP_APISERVER_PORT" "$CP_KCM_PORT" "$CP_SCHEDULER_PORT"; do
+for p in "$CP_ETCD_PORT" "$CP_ETCD_PEER_PORT" "$CP_APISERVER_PORT" "$CP_KCM_PORT" "$CP_SCHEDULER_PORT" "$CP_METRICS_SERVER_PORT"; do
   port_busy "$p" && die "127.0.0.1:$p is already in use (another cluster? override the CP_*_PORT variables, see env.sh)"
 done
 [[ "$CP_RUN_DIR" == /?* ]] || die "CP_RUN_DIR must be an absolute path: '$CP_RUN_DIR'"
@@ -64,7 +67,7 @@ chmod 700 "$CP_RUN_DIR" "$CP_PKI_DIR" "$CP_RUN_DIR/etcd-data"
 echo "state of tests/controlplane/start.sh; wiped at every start" >"$CP_RUN_DIR/.celld-controlplane"
 {
   echo "# Ports of the control plane started at $(date -u +%FT%TZ); read by env.sh."
-  for v in CP_ETCD_PORT CP_ETCD_PEER_PORT CP_APISERVER_PORT CP_KCM_PORT CP_SCHEDULER_PORT; do
+  for v in CP_ETCD_PORT CP_ETCD_PEER_PORT CP_APISERVER_PORT CP_KCM_PORT CP_SCHEDULER_PORT CP_METRICS_SERVER_PORT; do
     echo ": \"\${$v:=${!v}}\""
   done
 } >"$CP_RUN_DIR/ports.env"
@@ -129,6 +132,27 @@ EOF
   cert admin "/O=system:masters/CN=admin" clientAuth
   cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
   cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
+  # metrics-server: its identity, and its serving certificate for the name the
+  # aggregator checks (<service>.<namespace>.svc), signed by the cluster CA (the
+  # APIService's caBundle).
+  cert metrics-server "/CN=system:metrics-server" clientAuth
+  cert metrics-server-serving "/CN=metrics-server" serverAuth \
+    "$local_sans,DNS:metrics-server.kube-system.svc"
+  # The aggregation layer: a separate front-proxy CA, whose client certificate the
+  # apiserver presents when it proxies to metrics-server (requestheader authentication).
+  newkey front-proxy-ca.key
+  sed 's/celld-fleet-test-ca/celld-fleet-test-front-proxy-ca/' ca.cnf >front-proxy-ca.cnf
+  openssl req -x509 -new -key front-proxy-ca.key -config front-proxy-ca.cnf -extensions v3_ca \
+    -days 30 -sha256 -out front-proxy-ca.crt 2>/dev/null
+  newkey front-proxy-client.key
+  openssl req -new -key front-proxy-client.key -subj "/CN=front-proxy-client" \
+    -out front-proxy-client.csr 2>/dev/null
+  printf '%s\n' "[v3]" "basicConstraints = critical,CA:FALSE" "keyUsage = critical,digitalSignature" \
+    "extendedKeyUsage = clientAuth" "authorityKeyIdentifier = keyid" >front-proxy-client.ext
+  openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+    -set_serial "0x$(openssl rand -hex 16)" -days 30 -sha256 \
+    -extfile front-proxy-client.ext -extensions v3 -out front-proxy-client.crt 2>/dev/null
+  rm -f front-proxy-client.csr front-proxy-client.ext
   # Service-account token signing key pair.
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
   openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -163,6 +187,7 @@ EOF
 write_kubeconfig "$KUBECONFIG" admin
 write_kubeconfig "$CP_RUN_DIR/kube-controller-manager.kubeconfig" kube-controller-manager
 write_kubeconfig "$CP_RUN_DIR/kube-scheduler.kubeconfig" kube-scheduler
+write_kubeconfig "$CP_RUN_DIR/metrics-server.kubeconfig" metrics-server
 
 # --- processes ----------------------------------------------------------------------------
 # launch NAME ARGS...: runs $CP_BIN_DIR/NAME in the background, detached from our stdio
@@ -233,6 +258,13 @@ launch kube-apiserver \
   --default-not-ready-toleration-seconds=5 \
   --default-unreachable-toleration-seconds=5 \
   --allow-privileged=true \
+  --requestheader-client-ca-file="$CP_PKI_DIR/front-proxy-ca.crt" \
+  --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User \
+  --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$CP_PKI_DIR/front-proxy-client.crt" \
+  --proxy-client-key-file="$CP_PKI_DIR/front-proxy-client.key" \
   "${APISERVER_EXTRA[@]}"
 # The admin cert is used so that /readyz?verbose also works on a locked-down apiserver.
 KUBE_CURL=(--cacert "$CP_PKI_DIR/ca.crt" --cert "$CP_PKI_DIR/admin.crt" --key "$CP_PKI_DIR/admin.key")
@@ -285,6 +317,89 @@ kubectl wait --for=condition=Established --timeout=60s -f "$CP_CRD_DIR" >>"$CP_L
 
 log "Gateway API CRDs Established"
 
+# --- metrics-server (metrics.k8s.io) --------------------------------------------------------
+# The real metrics-server scrapes every Node's kubelet resource-metrics endpoint, which
+# kubesim's simulated kubelets serve (plain HTTP on <node InternalIP>:10250, hence
+# --deprecated-kubelet-completely-insecure: no TLS, and no credentials sent to them).
+# The aggregator reaches it on loopback through an ExternalName Service "localhost": the
+# API server refuses loopback addresses in an EndpointSlice ("may not be in the loopback
+# range"), and --enable-aggregator-routing=true routes only to EndpointSlice addresses;
+# with the default routing an ExternalName Service names the host, and the APIService's
+# port is the one dialled. TLS is still verified: caBundle is our CA, and the serving
+# certificate names metrics-server.kube-system.svc.
+log "starting metrics-server $METRICS_SERVER_VERSION (metrics.k8s.io) on 127.0.0.1:$CP_METRICS_SERVER_PORT"
+kubectl apply --server-side --field-manager=celld-test-controlplane -f - >"$CP_LOG_DIR/metrics-server-objects.log" 2>&1 <<MSEOF || { cat "$CP_LOG_DIR/metrics-server-objects.log" >&2; die "installing metrics-server's objects failed"; }
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:metrics-server"}
+rules:
+- {apiGroups: [""], resources: [nodes/metrics], verbs: [get]}
+- {apiGroups: [""], resources: [pods, nodes], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:metrics-server"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:metrics-server"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:metrics-server"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "metrics-server:system:auth-delegator"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:metrics-server"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: "metrics-server-auth-reader", namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:metrics-server"}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: metrics-server, namespace: kube-system}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: $CP_METRICS_SERVER_PORT, protocol: TCP}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  caBundle: $(base64 -w0 <"$CP_PKI_DIR/ca.crt")
+  service: {name: metrics-server, namespace: kube-system, port: $CP_METRICS_SERVER_PORT}
+MSEOF
+log "starting metrics-server (log: $CP_LOG_DIR/metrics-server.log)"
+"$CP_METRICS_SERVER_BIN" \
+  --v="$VERBOSITY" \
+  --bind-address=127.0.0.1 --secure-port="$CP_METRICS_SERVER_PORT" \
+  --tls-cert-file="$CP_PKI_DIR/metrics-server-serving.crt" \
+  --tls-private-key-file="$CP_PKI_DIR/metrics-server-serving.key" \
+  --kubeconfig="$CP_RUN_DIR/metrics-server.kubeconfig" \
+  --authentication-kubeconfig="$CP_RUN_DIR/metrics-server.kubeconfig" \
+  --authorization-kubeconfig="$CP_RUN_DIR/metrics-server.kubeconfig" \
+  --kubelet-preferred-address-types=InternalIP \
+  --kubelet-port=10250 \
+  --deprecated-kubelet-completely-insecure \
+  --kubelet-request-timeout=2s \
+  --metric-resolution=10s \
+  </dev/null >>"$CP_LOG_DIR/metrics-server.log" 2>&1 &
+echo "$!" >"$CP_PID_DIR/metrics-server.pid"
+wait_healthy metrics-server "https://127.0.0.1:$CP_METRICS_SERVER_PORT/livez" --cacert "$CP_PKI_DIR/ca.crt"
+until [[ "$(kubectl get apiservice v1beta1.metrics.k8s.io -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" == True ]]; do
+  alive metrics-server || fail_with_log metrics-server "process exited"
+  if ((SECONDS - T_BUILT >= START_TIMEOUT)); then
+    kubectl get apiservice v1beta1.metrics.k8s.io -o yaml >&2 || true
+    fail_with_log metrics-server "APIService v1beta1.metrics.k8s.io not Available within ${START_TIMEOUT}s"
+  fi
+  sleep 0.5
+done
+log "metrics.k8s.io Available (Pod metrics appear once kubesim's kubelets run)"
+
 # The service-account controller creating default/default shows that the controller-manager
 # really runs its controllers (and pods in "default" can be admitted from now on).
 until kubectl -n default get serviceaccount default >/dev/null 2>&1; do
@@ -301,6 +416,7 @@ cat <<EOF
 
   apiserver:  $CP_APISERVER_URL   (etcd $ETCD_URL)
   kubeconfig: $KUBECONFIG   (admin, system:masters)
+  metrics:    metrics-server on https://127.0.0.1:$CP_METRICS_SERVER_PORT (v1beta1.metrics.k8s.io)
   logs:       $CP_LOG_DIR/<component>.log
   use it:     export KUBECONFIG=$KUBECONFIG
               export PATH=$CP_BIN_DIR:\$PATH     # pinned kubectl

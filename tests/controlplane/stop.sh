@@ -81,7 +81,7 @@ stop_group() {
 STOPPED=()
 if [[ -d "$CP_PID_DIR" ]]; then
   # Clients first, then the apiserver, then its storage.
-  stop_group kube-scheduler kube-controller-manager
+  stop_group metrics-server kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
 fi

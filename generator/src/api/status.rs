@@ -27,6 +27,12 @@ pub struct CelldFleetStatus {
     /// Member Pods that exist and are not finished (the `/scale` status replicas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<i32>,
+    /// Member Pods that exist, are not being deleted and are not Ready yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joining_members: Option<i32>,
+    /// Member Pods being deleted (graceful deletion in progress).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminating_members: Option<i32>,
     /// Label selector of the member Pods (for `/scale` writers such as an HPA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,

@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 /// Where a rule is granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
-    /// Always cluster-wide (ClusterRole + ClusterRoleBinding), and read-only: every
-    /// CelldFleet for the identity check (rule V2 compares a fleet with every fleet of the
-    /// cluster, served or not) and the cluster-scoped bucket reservations (rule V3).
+    /// Always cluster-wide (ClusterRole + ClusterRoleBinding), and read-only but for one
+    /// rule: every CelldFleet for the identity check (rule V2 compares a fleet with every
+    /// fleet of the cluster, served or not) and the cluster-scoped bucket reservations
+    /// (rule V3), plus `patch` on reservations for the capacity history annotation.
     ClusterRead,
     /// The namespaces the healer serves. Watching every namespace: in the ClusterRole.
     /// With `--watch-namespace`: a Role and RoleBinding in each of those namespaces, so
@@ -52,6 +53,13 @@ pub const RULES: &[Rule] = &[
         verbs: &["list", "watch"],
         scope: Scope::ClusterRead,
         why: "refuse to grow or heal a fleet whose bucket reservation names another identity",
+    },
+    Rule {
+        group: "fleet.celld.dev",
+        resources: &["celldbucketreservations"],
+        verbs: &["patch"],
+        scope: Scope::ClusterRead,
+        why: "capacity history: one annotation on the fleet's reservation (merge patch with resourceVersion)",
     },
     Rule {
         group: "fleet.celld.dev",
@@ -211,11 +219,24 @@ mod tests {
         }
     }
 
-    /// What stays cluster-wide when namespaces are served by Roles must be read-only.
+    /// What stays cluster-wide when namespaces are served by Roles must be read-only,
+    /// with one deliberate exception: `patch` on bucket reservations (cluster-scoped, so
+    /// no Role can grant it), for the capacity history annotation the healer alone owns.
     #[test]
     fn cluster_wide_rules_only_read() {
-        for (_, r, v) in triples(&[Scope::ClusterRead]) {
-            assert!(matches!(v.as_str(), "list" | "watch"), "{r} {v}");
+        let mut writes = Vec::new();
+        for (g, r, v) in triples(&[Scope::ClusterRead]) {
+            if !matches!(v.as_str(), "list" | "watch") {
+                writes.push((g, r, v));
+            }
         }
+        assert_eq!(
+            writes,
+            [(
+                "fleet.celld.dev".to_string(),
+                "celldbucketreservations".to_string(),
+                "patch".to_string()
+            )]
+        );
     }
 }

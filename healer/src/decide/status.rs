@@ -151,6 +151,18 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
         applied_members: w.map(|w| w.replicas),
         ready_members: Some(ready_n),
         members: Some(cx.member_list.iter().filter(|p| !p.finished()).count() as i32),
+        joining_members: Some(
+            cx.member_list
+                .iter()
+                .filter(|p| !p.finished() && p.deletion.is_none() && !p.is_ready())
+                .count() as i32,
+        ),
+        terminating_members: Some(
+            cx.member_list
+                .iter()
+                .filter(|p| !p.finished() && p.deletion.is_some())
+                .count() as i32,
+        ),
         label_selector: Some(format!("{IDENTITY}={}", f.identity)),
         blocked_since,
         // The reservation this fleet holds, once the runtime found it with its identity.

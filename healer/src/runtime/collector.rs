@@ -91,10 +91,15 @@ impl Collector {
         let selector = format!("{IDENTITY}={identity}");
         let (metrics, runtime) = tokio::join!(
             tokio::time::timeout_at(deadline, self.metrics(namespace, &selector, &pods)),
-            futures::stream::iter(pods.iter().map(|p| async move {
-                tokio::time::timeout_at(deadline, self.runtime(p))
-                    .await
-                    .unwrap_or_else(|_| Err("the observation deadline passed".to_string()))
+            // Owned Pods and collector per member: a stream of futures borrowing them
+            // would not be `Send` for every lifetime, as the controller's future must be.
+            futures::stream::iter(pods.clone().into_iter().map(|p| {
+                let this = self.clone();
+                async move {
+                    tokio::time::timeout_at(deadline, this.runtime(&p))
+                        .await
+                        .unwrap_or_else(|_| Err("the observation deadline passed".to_string()))
+                }
             }))
             .buffered(self.concurrency)
             .collect::<Vec<_>>()

@@ -95,6 +95,7 @@ pub(super) fn snapshot_of(
     fleet: &CelldFleet,
     g: &Gathered,
     now: Timestamp,
+    capacity: &CapacitySignal,
 ) -> Result<Snapshot, ObserveError> {
     let workload = if fleet.spec.is_stateful_set() {
         g.workload_sts
@@ -115,7 +116,6 @@ pub(super) fn snapshot_of(
             .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
     });
     let zones = BTreeMap::new();
-    let capacity = CapacitySignal::default();
     let all = ctx.stores.fleets.state();
     let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
     let lost_since = track_lost(&ctx.memory.lost, &g.claims, now);
@@ -146,7 +146,7 @@ pub(super) fn snapshot_of(
         replica_sets: &g.replica_sets,
         node_zones: &zones,
         infrastructure: &infrastructure,
-        capacity: &capacity,
+        capacity,
         identity_conflict: owner.as_deref(),
         lost_since: &lost_since,
         force_delete_retry: &force_retry,

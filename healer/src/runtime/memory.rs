@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use celld_gen::api::CelldFleet;
 use kube::runtime::reflector::ObjectRef;
 
+use super::capacity::CapacityMemory;
 use super::infra::ServiceDrift;
 use super::members::ApplicationViews;
 use crate::time::Timestamp;
@@ -49,6 +50,8 @@ pub struct Memory {
     pub views: Arc<ApplicationViews>,
     /// The rendered Services each fleet's live ones are checked against, per fleet uid.
     pub services: ServiceDrift,
+    /// Each capacity-policy fleet's latest observation and history write.
+    pub capacity: CapacityMemory,
 }
 
 impl Memory {
@@ -76,13 +79,14 @@ impl Memory {
         keep(&self.ignored, &live);
         keep(&self.holds, &live);
         self.views.retain(&live);
+        self.capacity.retain(&live);
         self.services.retain(&uids);
         keep_live_uids(&self.force_retry, pods);
         keep_live_uids(&self.lost, claims);
     }
 
     /// How many entries each map holds (for the test that memory stays flat).
-    pub fn sizes(&self) -> [usize; 10] {
+    pub fn sizes(&self) -> [usize; 11] {
         fn n<K, V>(m: &Mutex<HashMap<K, V>>) -> usize {
             m.lock().expect("memory").len()
         }
@@ -97,6 +101,7 @@ impl Memory {
             n(&self.force_retry),
             self.views.len(),
             self.services.len(),
+            self.capacity.len(),
         ]
     }
 }
@@ -180,6 +185,6 @@ mod tests {
             }
         }
         m.forget_gone(&[], HashSet::new, HashSet::new);
-        assert_eq!(m.sizes(), [0; 10]);
+        assert_eq!(m.sizes(), [0; 11]);
     }
 }

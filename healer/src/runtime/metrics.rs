@@ -11,8 +11,17 @@
 //! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
 //! | `celld_healer_leader` | gauge | 1 while this replica holds its shard's lease and its shard count's lease, and may write |
 //! | `celld_healer_watch_healthy` | gauge | `resource`: 1 once listed and while the watch works |
+//! | `celld_healer_capacity_collect_duration_seconds` | histogram | one observation of a fleet's members |
+//! | `celld_healer_capacity_history_writes_total` | counter | patches of the capacity history annotation |
+//! | `celld_fleet_capacity_desired_members` | gauge | `namespace`, `fleet`: what the capacity evaluator wants |
+//! | `celld_fleet_capacity_applied_members` | gauge | `namespace`, `fleet`: the workload's replicas |
+//! | `celld_fleet_capacity_decision` | gauge | `namespace`, `fleet`, `mode`, `reason`: 1 for the latest decision |
 
+use std::collections::HashMap;
 use std::sync::Mutex;
+
+use celld_gen::api::CelldFleet;
+use kube::runtime::reflector::ObjectRef;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -60,6 +69,28 @@ pub struct ResourceLabel {
     pub resource: &'static str,
 }
 
+/// Label set `namespace`, `fleet`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FleetLabels {
+    /// The fleet's namespace.
+    pub namespace: String,
+    /// The fleet's name.
+    pub fleet: String,
+}
+
+/// Label set `namespace`, `fleet`, `mode`, `reason`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// The fleet's namespace.
+    pub namespace: String,
+    /// The fleet's name.
+    pub fleet: String,
+    /// Capacity mode.
+    pub mode: &'static str,
+    /// Reason of the latest decision.
+    pub reason: &'static str,
+}
+
 /// Every metric of the healer.
 pub struct Metrics {
     registry: Registry,
@@ -85,6 +116,18 @@ pub struct Metrics {
     pub fresh_reads: Counter,
     /// Status patches sent (each with the fleet's resourceVersion as precondition).
     pub status_writes: Counter,
+    /// Duration of one capacity observation of a fleet's members.
+    pub capacity_collect_seconds: Histogram,
+    /// Capacity history annotation patches sent.
+    pub capacity_history_writes: Counter,
+    /// Members the capacity evaluator wants, per fleet.
+    pub capacity_desired: Family<FleetLabels, Gauge>,
+    /// Members applied (the workload's replicas), per fleet with a policy.
+    pub capacity_applied: Family<FleetLabels, Gauge>,
+    /// 1 for each fleet's latest decision (mode and reason).
+    pub capacity_decision: Family<DecisionLabels, Gauge>,
+    /// The decision series each fleet has now, so a new reason replaces the old one.
+    decision_series: Mutex<HashMap<ObjectRef<CelldFleet>, DecisionLabels>>,
     /// Serializes encoding.
     encode_lock: Mutex<()>,
 }
@@ -110,6 +153,36 @@ impl Metrics {
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
         let fresh_reads = Counter::default();
         let status_writes = Counter::default();
+        let capacity_collect_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let capacity_history_writes = Counter::default();
+        let capacity_desired = Family::<FleetLabels, Gauge>::default();
+        let capacity_applied = Family::<FleetLabels, Gauge>::default();
+        let capacity_decision = Family::<DecisionLabels, Gauge>::default();
+        registry.register(
+            "celld_healer_capacity_collect_duration_seconds",
+            "Time one capacity observation of a fleet's members took",
+            capacity_collect_seconds.clone(),
+        );
+        registry.register(
+            "celld_healer_capacity_history_writes",
+            "Patches of the capacity history annotation on bucket reservations",
+            capacity_history_writes.clone(),
+        );
+        registry.register(
+            "celld_fleet_capacity_desired_members",
+            "Members the capacity evaluator wants",
+            capacity_desired.clone(),
+        );
+        registry.register(
+            "celld_fleet_capacity_applied_members",
+            "Members applied (the workload's replicas) of a fleet with a capacity policy",
+            capacity_applied.clone(),
+        );
+        registry.register(
+            "celld_fleet_capacity_decision",
+            "1 for the reason and mode of each fleet's latest capacity decision",
+            capacity_decision.clone(),
+        );
         registry.register(
             "celld_healer_status_writes",
             "Status patches sent, each guarded by the resourceVersion it was computed from",
@@ -174,7 +247,80 @@ impl Metrics {
             watch_healthy,
             fresh_reads,
             status_writes,
+            capacity_collect_seconds,
+            capacity_history_writes,
+            capacity_desired,
+            capacity_applied,
+            capacity_decision,
+            decision_series: Mutex::new(HashMap::new()),
             encode_lock: Mutex::new(()),
+        }
+    }
+
+    /// Sets a fleet's capacity gauges from its latest decision.
+    pub fn capacity(
+        &self,
+        key: &ObjectRef<CelldFleet>,
+        d: &crate::capacity::Decision,
+        applied: i32,
+    ) {
+        let fleet = FleetLabels {
+            namespace: key.namespace.clone().unwrap_or_default(),
+            fleet: key.name.clone(),
+        };
+        self.capacity_desired
+            .get_or_create(&fleet)
+            .set(i64::from(d.desired));
+        self.capacity_applied
+            .get_or_create(&fleet)
+            .set(i64::from(applied));
+        let labels = DecisionLabels {
+            namespace: fleet.namespace,
+            fleet: fleet.fleet,
+            mode: mode_name(d.mode),
+            reason: d.reason.as_str(),
+        };
+        let old = self
+            .decision_series
+            .lock()
+            .expect("decision series")
+            .insert(key.clone(), labels.clone());
+        if let Some(old) = old.filter(|o| *o != labels) {
+            self.capacity_decision.remove(&old);
+        }
+        self.capacity_decision.get_or_create(&labels).set(1);
+    }
+
+    /// Removes a fleet's capacity gauges (no policy any more, or the fleet is gone).
+    pub fn forget_capacity(&self, key: &ObjectRef<CelldFleet>) {
+        let fleet = FleetLabels {
+            namespace: key.namespace.clone().unwrap_or_default(),
+            fleet: key.name.clone(),
+        };
+        self.capacity_desired.remove(&fleet);
+        self.capacity_applied.remove(&fleet);
+        if let Some(old) = self
+            .decision_series
+            .lock()
+            .expect("decision series")
+            .remove(key)
+        {
+            self.capacity_decision.remove(&old);
+        }
+    }
+
+    /// Removes the capacity gauges of fleets not in `live`.
+    pub fn retain_capacity(&self, live: &std::collections::HashSet<ObjectRef<CelldFleet>>) {
+        let gone: Vec<ObjectRef<CelldFleet>> = self
+            .decision_series
+            .lock()
+            .expect("decision series")
+            .keys()
+            .filter(|k| !live.contains(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            self.forget_capacity(&k);
         }
     }
 
@@ -202,6 +348,16 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+fn mode_name(m: celld_gen::api::CapacityMode) -> &'static str {
+    use celld_gen::api::CapacityMode as M;
+    match m {
+        M::Shadow => "Shadow",
+        M::ScaleOut => "ScaleOut",
+        M::Automatic => "Automatic",
+        M::External => "External",
     }
 }
 

@@ -28,6 +28,7 @@
 //! - [`cli`]: command-line flags, declared from [`celld_gen::healer_flags`].
 
 pub mod act;
+pub mod capacity;
 pub mod cli;
 pub mod collector;
 pub mod controller;

@@ -23,6 +23,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
 use super::act::{self, ActError, Actor};
+use super::capacity::evaluate_fleet;
 use super::cli::HaltPoint;
 use super::events::Events;
 use super::fresh::{self, Gathered};
@@ -36,6 +37,7 @@ use super::watches::{Stores, WatchHealth};
 use crate::config::Config;
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
+use crate::snapshot::CapacitySignal;
 use crate::time::Timestamp;
 
 /// What every reconcile shares: the client, the caches and their health, the delays, the
@@ -78,6 +80,13 @@ pub enum ReconcileError {
     /// The fresh read that must precede a destructive write failed (nothing written).
     #[error("fresh read before a destructive write failed: {0}")]
     FreshRead(#[source] kube::Error),
+    /// The capacity history could not be encoded within its bounds (nothing written).
+    #[error("capacity history: {0}")]
+    History(#[source] crate::capacity::HistoryError),
+    /// The capacity history patch on the reservation failed (a conflict included: the
+    /// evaluation is repeated on the newer reservation; nothing acted on meanwhile).
+    #[error("capacity history patch failed: {0}")]
+    HistoryWrite(#[source] kube::Error),
 }
 
 pub(super) fn now() -> Timestamp {
@@ -111,6 +120,7 @@ async fn confirm_fresh(
     fleet: &CelldFleet,
     action: &Action,
     now: Timestamp,
+    capacity: &CapacitySignal,
 ) -> Result<
     (
         Confirmation,
@@ -127,7 +137,7 @@ async fn confirm_fresh(
             None,
         ));
     };
-    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, now) {
+    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, now, capacity) {
         Ok(s) => s,
         Err(e) => return Ok((Confirmation::Hold(e.to_string()), None, None)),
     };
@@ -231,7 +241,11 @@ pub(super) async fn reconcile(
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
     let g = gather(&ctx.stores, &fleet);
     let now = now();
-    let snapshot = match snapshot_of(&ctx, &fleet, &g, now) {
+    // The capacity policy's signal (no policy: nothing collected, nothing read). The
+    // fresh read below decides with the same signal, so a confirmation compares like
+    // with like.
+    let capacity = evaluate_fleet(&ctx, &fleet, &g, now).await?;
+    let snapshot = match snapshot_of(&ctx, &fleet, &g, now, &capacity.signal) {
         Ok(s) => s,
         Err(e) => {
             ctx.metrics.reconcile("unobservable");
@@ -274,7 +288,7 @@ pub(super) async fn reconcile(
     if let Some(action) = plan.action.clone()
         && confirm::needs_confirmation(&action)
     {
-        match confirm_fresh(&ctx, &fleet, &action, now).await {
+        match confirm_fresh(&ctx, &fleet, &action, now, &capacity.signal).await {
             Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, fresh)) => {
                 if a != action {
                     info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");
@@ -418,20 +432,24 @@ pub(super) async fn reconcile(
         write_status(&ctx, &fleet, &plan).await?;
     }
     let mut step = next_step(&ctx, &key, plan.wake_at, now);
+    let mut wake_ms = plan.wake_at.map(|w| (w - now).millis().max(1) as u128);
     if plan.rule == "V2" && plan.wake_at.is_none() {
         // A fleet blocked by an older one with its identity has no event of its own
         // when that fleet goes: look again now and then (cache only, no request).
         step = KAction::requeue(Duration::from_secs(30));
+        wake_ms = Some(30_000);
     }
-    Ok(match app_next {
-        Some(d)
-            if plan
-                .wake_at
-                .is_none_or(|w| (w - now).millis() as u128 > d.as_millis()) =>
-        {
-            KAction::requeue(d)
-        }
-        _ => step,
+    // The earliest of decide's wake-up, the next application observation and the next
+    // capacity observation (each fleet with a policy asks for its own, so there is no
+    // loop over all fleets).
+    let sooner = [app_next, capacity.next]
+        .into_iter()
+        .flatten()
+        .min()
+        .filter(|d| wake_ms.is_none_or(|w| w > d.as_millis()));
+    Ok(match sooner {
+        Some(d) => KAction::requeue(d),
+        None => step,
     })
 }
 

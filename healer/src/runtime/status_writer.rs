@@ -100,11 +100,14 @@ pub(super) async fn write_status(
         blocked.values().filter(|b| **b).count()
     };
     ctx.metrics.blocked_fleets.set(count as i64);
+    let fleets = ctx.stores.fleets.state();
     ctx.memory.forget_gone(
-        &ctx.stores.fleets.state(),
+        &fleets,
         || uids(ctx.stores.pods.state()),
         || uids(ctx.stores.claims.state()),
     );
+    ctx.metrics
+        .retain_capacity(&fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect());
     Ok(())
 }
 

@@ -50,7 +50,14 @@ pub enum Observation {
     Unsupported,
     /// `/state` (both views) answers 503.
     Unavailable,
+    /// `/state` (both views) answers only after [`SLOW_STATE`] (past a 2 s client timeout).
+    Slow,
+    /// `/state` (both views) answers 200 with a valid JSON object over 1 MiB.
+    Huge,
 }
+
+/// How long a `slow` stub waits before it answers `/state`.
+pub const SLOW_STATE: Duration = Duration::from_secs(5);
 
 /// Everything a test can set on a stub. `PUT /__stub/mode` merges a partial object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -536,11 +543,15 @@ impl Stub {
                     }
                     _ => {}
                 }
-                let body = if application {
+                let mut body = if application {
                     self.application_json()
                 } else {
                     self.state_json()
                 };
+                if mode.observation == Observation::Huge {
+                    // Valid JSON, but 2 MiB: a reader must refuse it by size alone.
+                    body["padding"] = Value::String("x".repeat(2 << 20));
+                }
                 http::json(StatusCode::OK, &body)
             }
             (_, ["state"]) => http::json(
@@ -618,7 +629,13 @@ impl Stub {
             internal,
             move |req| {
                 let s = s2.clone();
-                async move { s.handle_internal(&req) }
+                async move {
+                    let slow = req.path == "/state" && s.mode().observation == Observation::Slow;
+                    if slow {
+                        tokio::time::sleep(SLOW_STATE).await;
+                    }
+                    s.handle_internal(&req)
+                }
             },
             stopped(stop_rx.clone()),
         ));
