@@ -31,6 +31,9 @@ tests/gitops/build.sh
 step "metrics-server for metrics.k8s.io (built once per version, then cached)"
 tests/controlplane/build-metrics-server.sh
 
+step "crane and the static (musl) celld-healer for the image test (crane cached per version)"
+scripts/build-image.sh --build-only
+
 step "binaries the end-to-end tests run (celld-healer, kubesim, celld-stub, celld-gen)"
 cargo build --workspace --bins
 

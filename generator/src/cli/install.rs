@@ -39,6 +39,11 @@ Output layout (-o DIR):
                                           ignore rules for healer-owned fields
   DIR/argocd/argocd-cm-health.yaml        the CelldFleet health check for argocd-cm
   DIR/argocd/celldfleet-health.lua        the same check as a file
+  DIR/argocd/cmp/plugin.yaml              a config-management plugin running
+                                          celld-gen render --stdout (ConfigManagementPlugin)
+  DIR/argocd/cmp/configmap.yaml           the same, as a ConfigMap for the sidecar
+  DIR/argocd/cmp/repo-server-patch.yaml   the sidecar: a strategic-merge patch of
+                                          argocd-repo-server (image: --cmp-image)
   DIR/flux/kustomization.yaml             a Flux Kustomization to adapt, with ignore rules";
 
 #[derive(Args, Debug)]
@@ -98,6 +103,10 @@ pub struct InstallArgs {
     /// Path of the rendered fleets in that repository.
     #[arg(long, value_name = "PATH")]
     pub repo_path: Option<String>,
+    /// Image of the Argo CD plugin sidecar (argocd/cmp/): it must hold `celld-gen` and
+    /// `sh` on its PATH.
+    #[arg(long, value_name = "IMAGE")]
+    pub cmp_image: Option<String>,
 }
 
 /// The options, or every problem with the flags.
@@ -126,12 +135,13 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
     if let Err(e) = flags::MEMBER_REPLACEMENT_DELAY.check(args.member_replacement_delay) {
         problems.push(e.to_string());
     }
-    if args
-        .image
-        .as_deref()
-        .is_some_and(|i| i.is_empty() || i.contains(char::is_whitespace))
-    {
-        problems.push("--image is not an image reference".to_string());
+    for (flag, image) in [("--image", &args.image), ("--cmp-image", &args.cmp_image)] {
+        if image
+            .as_deref()
+            .is_some_and(|i| i.is_empty() || i.contains(char::is_whitespace))
+        {
+            problems.push(format!("{flag} is not an image reference"));
+        }
     }
     if !problems.is_empty() {
         return Err(problems);
@@ -154,6 +164,7 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         member_replacement_delay: args.member_replacement_delay,
         repo_url: args.repo_url.clone().unwrap_or(defaults.repo_url),
         repo_path: args.repo_path.clone().unwrap_or(defaults.repo_path),
+        cmp_image: args.cmp_image.clone().unwrap_or(defaults.cmp_image),
     })
 }
 

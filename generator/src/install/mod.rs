@@ -2,10 +2,12 @@
 //! CRDs (schemas from the Rust types), the two admission policies that keep fleets and
 //! their disks from being deleted by accident ([`admission`]), the healer (namespace,
 //! ServiceAccount, RBAC from [`rbac`], Deployment, metrics Service, PDB, NetworkPolicy),
-//! and ready-to-apply Argo CD and Flux snippets. Pure: options in, files out; writing is
+//! and ready-to-apply Argo CD and Flux snippets (with an Argo CD config-management plugin
+//! running `celld-gen render`, [`argocd_cmp`]). Pure: options in, files out; writing is
 //! the caller's.
 
 pub mod admission;
+pub mod argocd_cmp;
 pub mod rbac;
 
 use std::collections::BTreeMap;
@@ -44,6 +46,8 @@ pub struct InstallOptions {
     pub repo_url: String,
     /// Path of the rendered fleets in that repository.
     pub repo_path: String,
+    /// Image of the Argo CD plugin sidecar: `celld-gen` and `sh` on its `PATH`.
+    pub cmp_image: String,
 }
 
 impl Default for InstallOptions {
@@ -60,6 +64,10 @@ impl Default for InstallOptions {
             member_replacement_delay: flags::MEMBER_REPLACEMENT_DELAY.default_duration(),
             repo_url: "https://git.example.com/platform/fleets.git".to_string(),
             repo_path: "rendered".to_string(),
+            cmp_image: format!(
+                "ghcr.io/celld-fleet/celld-gen:v{}",
+                env!("CARGO_PKG_VERSION")
+            ),
         }
     }
 }
@@ -533,6 +541,16 @@ pub fn render(o: &InstallOptions) -> Vec<File> {
     files.insert(
         "argocd/celldfleet-health.lua".into(),
         HEALTH_LUA.to_string(),
+    );
+    let plugin = block(&argocd_cmp::plugin(o), 0) + "\n";
+    files.insert("argocd/cmp/plugin.yaml".into(), format!("{HEADER}{plugin}"));
+    files.insert(
+        "argocd/cmp/configmap.yaml".into(),
+        yaml(&argocd_cmp::config_map(&plugin)),
+    );
+    files.insert(
+        "argocd/cmp/repo-server-patch.yaml".into(),
+        yaml(&argocd_cmp::repo_server_patch(o)),
     );
     files.insert(
         "flux/kustomization.yaml".into(),

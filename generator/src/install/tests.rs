@@ -756,3 +756,54 @@ fn start_at_zero_covers_only_the_served_namespace() {
         serde_json::json!(["apps"])
     );
 }
+
+/// The Argo CD plugin: its definition, the same definition in the ConfigMap the sidecar
+/// mounts, and the sidecar patch that mounts it where the CMP server reads it.
+#[test]
+fn argocd_plugin_renders_celld_gen_for_the_healers_namespace() {
+    let o = InstallOptions {
+        namespace: "ops".into(),
+        cmp_image: "registry.example.com/celld-gen:1".into(),
+        ..InstallOptions::default()
+    };
+    let files = render(&o);
+    let get = |p: &str| {
+        files
+            .iter()
+            .find(|f| f.path == p)
+            .map(|f| f.text.clone())
+            .unwrap_or_else(|| panic!("no {p}"))
+    };
+    let plugin_text = get("argocd/cmp/plugin.yaml");
+    let plugin = parse(&plugin_text);
+    assert_eq!(plugin["kind"], "ConfigManagementPlugin");
+    assert_eq!(plugin["metadata"]["name"], argocd_cmp::PLUGIN_NAME);
+    assert_eq!(
+        plugin["spec"]["generate"],
+        serde_json::json!({"command": ["sh", "-c"],
+            "args": ["exec celld-gen render . --stdout --healer-namespace ops"]})
+    );
+    let cm = parse(&get("argocd/cmp/configmap.yaml"));
+    let mounted = cm["data"][argocd_cmp::PLUGIN_FILE]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(format!("{HEADER}{mounted}"), plugin_text);
+    let patch = parse(&get("argocd/cmp/repo-server-patch.yaml"));
+    let pod = &patch["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "registry.example.com/celld-gen:1");
+    assert_eq!(c["command"][0], "/var/run/argocd/argocd-cmp-server");
+    assert_eq!(c["securityContext"]["runAsUser"], 999);
+    assert_eq!(c["securityContext"]["runAsNonRoot"], true);
+    let mounts = c["volumeMounts"].as_array().cloned().unwrap_or_default();
+    let config = mounts
+        .iter()
+        .find(|m| m["mountPath"] == argocd_cmp::PLUGIN_CONFIG_PATH)
+        .unwrap_or_else(|| panic!("plugin.yaml is not mounted: {mounts:?}"));
+    assert_eq!(config["subPath"], argocd_cmp::PLUGIN_FILE);
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"],
+        cm["metadata"]["name"]
+    );
+    assert_eq!(config["name"], pod["volumes"][0]["name"]);
+}

@@ -184,6 +184,15 @@ pub fn render_fleet_with(
     fleet: &CelldFleet,
     options: &RenderOptions,
 ) -> Result<RenderedFleet, RenderError> {
+    render_fleet_in(&ENV, fleet, options)
+}
+
+/// [`render_fleet_with`] with the templates of `env` (see [`templates::environment`]).
+pub fn render_fleet_in(
+    env: &minijinja::Environment<'_>,
+    fleet: &CelldFleet,
+    options: &RenderOptions,
+) -> Result<RenderedFleet, RenderError> {
     let ctx = FleetContext::with_options(fleet, options).map_err(|e| RenderError {
         field: e.field,
         message: e.message,
@@ -269,7 +278,7 @@ pub fn render_fleet_with(
     let value = Value::from(minijinja::value::Serde(&ctx));
     let mut objects = Vec::with_capacity(plan.len());
     for (file, template, kind, name) in plan {
-        let yaml = ENV
+        let yaml = env
             .get_template(template)
             .and_then(|t| t.render(&value))
             .map_err(|e| RenderError::internal(format!("template {template}: {e:#}")))?;

@@ -34,10 +34,18 @@ templates!(
     "fleetfile.yaml.j2",
 );
 
-/// The shared environment (built once; templates are parsed once).
-pub static ENV: LazyLock<Environment<'static>> = LazyLock::new(build);
+/// A set of parsed templates with our syntax and filters.
+pub type Templates = Environment<'static>;
 
-fn build() -> Environment<'static> {
+/// The shared environment (built once; templates are parsed once).
+pub static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    environment(TEMPLATES).unwrap_or_else(|e| panic!("a template does not parse: {e:#}"))
+});
+
+/// An environment with these templates (name, source) and our syntax and filters. With
+/// [`TEMPLATES`] it is [`ENV`]; with some sources changed it renders what another version
+/// of celld-gen would (the GitOps upgrade tests render with it).
+pub fn environment(templates: &[(&'static str, &'static str)]) -> Result<Templates, Error> {
     let mut env = Environment::new();
     env.set_syntax(
         SyntaxConfig::builder()
@@ -53,11 +61,10 @@ fn build() -> Environment<'static> {
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.add_filter("q", q);
     env.add_filter("yaml", yaml_block);
-    for (name, source) in TEMPLATES {
-        env.add_template(name, source)
-            .unwrap_or_else(|e| panic!("template {name} does not parse: {e:#}"));
+    for (name, source) in templates {
+        env.add_template(name, source)?;
     }
-    env
+    Ok(env)
 }
 
 /// `{{ value|q }}`: a string as a double-quoted YAML (and JSON) string. Only strings are

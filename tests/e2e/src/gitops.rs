@@ -41,15 +41,27 @@ pub fn engine(name: &str, test: &str) -> Result<Option<PathBuf>> {
 
 /// Runs `bin sub` with `req` on stdin (and `KUBECONFIG` when given); returns its JSON.
 pub fn run(bin: &Path, sub: &str, kubeconfig: Option<&Path>, req: &Value) -> Result<Value> {
+    let env: Vec<(&str, std::ffi::OsString)> = kubeconfig
+        .map(|k| ("KUBECONFIG", k.as_os_str().to_owned()))
+        .into_iter()
+        .collect();
+    run_with_env(bin, sub, &env, req)
+}
+
+/// [`run`] with these environment variables set.
+pub fn run_with_env(
+    bin: &Path,
+    sub: &str,
+    env: &[(&str, std::ffi::OsString)],
+    req: &Value,
+) -> Result<Value> {
     use std::io::Write;
     let mut cmd = Command::new(bin);
     cmd.arg(sub)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(k) = kubeconfig {
-        cmd.env("KUBECONFIG", k);
-    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))?;
@@ -328,6 +340,12 @@ impl Engine for Flux {
 /// Every object of the golden tree (one per YAML file, kustomizations left out), sorted
 /// by path.
 pub fn golden_objects() -> Result<Vec<Value>> {
+    tree_objects(&repo_root().join("golden"))
+}
+
+/// Every object of a tree `celld-gen render -o` wrote (one per YAML file, kustomizations
+/// left out), sorted by path.
+pub fn tree_objects(root: &Path) -> Result<Vec<Value>> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
             let p = e?.path();
@@ -342,9 +360,9 @@ pub fn golden_objects() -> Result<Vec<Value>> {
         Ok(())
     }
     let mut files = Vec::new();
-    walk(&repo_root().join("golden"), &mut files)?;
+    walk(root, &mut files)?;
     files.sort();
-    ensure!(!files.is_empty(), "golden/ has no manifests");
+    ensure!(!files.is_empty(), "{} has no manifests", root.display());
     files
         .iter()
         .map(|p| {
@@ -488,20 +506,58 @@ async fn settle(env: &crate::Env, name: &str, identity: &str, n: i32) -> Result<
 }
 
 /// Git of the healer scenario: a PersistentFleet of 4 members, an External Bucket fleet
-/// (its members are written through `/scale`), and the same Git with the PersistentFleet
-/// at 3 members (a later commit).
+/// (its members are written through `/scale`), the same Git with the PersistentFleet at
+/// 3 members (a later commit), and that Git rendered by a celld-gen whose templates
+/// changed (an upgrade).
 pub struct HealerFleets {
     pub persistent: crate::FleetFile,
     pub external: crate::FleetFile,
     pub objects: Vec<Value>,
     pub contracted: Vec<Value>,
+    pub upgraded: Vec<Value>,
+}
+
+/// The label and annotation the upgraded templates add.
+pub const UPGRADE_KEY: &str = "celld.dev/template-revision";
+
+/// celld-gen's templates with one change each for the CelldFleet (a new annotation) and
+/// the workloads (a new label on the StatefulSet and Deployment), as a new version of
+/// celld-gen may bring. The sources live as long as the test.
+fn upgraded_templates() -> Result<Vec<(&'static str, &'static str)>> {
+    use celld_gen::render::templates::TEMPLATES;
+    let add = |name: &str, src: &str, after: &str| -> Result<String> {
+        let line = format!("{after}    {UPGRADE_KEY}: \"2\"\n");
+        let out = src.replacen(after, &line, 1);
+        ensure!(out != src, "template {name} has no `{}`", after.trim());
+        Ok(out)
+    };
+    TEMPLATES
+        .iter()
+        .map(|&(name, src)| {
+            let changed = match name {
+                "celldfleet.yaml.j2" => add(name, src, "  annotations:\n")?,
+                "statefulset.yaml.j2" | "deployment.yaml.j2" => add(name, src, "  labels:\n")?,
+                _ => return Ok((name, src)),
+            };
+            Ok((name, &*Box::leak(changed.into_boxed_str())))
+        })
+        .collect()
+}
+
+/// The objects of a fleet file rendered with the templates of `env`.
+fn render_in(env: &celld_gen::render::templates::Templates, file: &str) -> Result<Vec<Value>> {
+    let fleet = crate::load_fleet(file)?;
+    let r = celld_gen::render::render_fleet_in(env, &fleet, &Default::default())
+        .map_err(|e| anyhow::anyhow!("render: {e}"))?;
+    r.objects.iter().map(|o| yaml(&o.yaml, o.file)).collect()
 }
 
 impl HealerFleets {
     pub fn new(ns: &str) -> Result<HealerFleets> {
         let persistent = crate::FleetFile::persistent(ns, "alpha", 4).protection(false);
         let external = crate::FleetFile::bucket(ns, "ext", 3).protection(false);
-        let ext = crate::rendered_objects(&crate::load_fleet(&external_fleet_yaml(&external)?)?)?;
+        let ext_yaml = external_fleet_yaml(&external)?;
+        let ext = crate::rendered_objects(&crate::load_fleet(&ext_yaml)?)?;
         let render = |members: i32| -> Result<Vec<Value>> {
             let f = crate::FleetFile {
                 members,
@@ -511,9 +567,18 @@ impl HealerFleets {
             objs.extend(ext.iter().cloned());
             Ok(objs)
         };
+        let env = celld_gen::render::templates::environment(&upgraded_templates()?)
+            .map_err(|e| anyhow::anyhow!("the upgraded templates: {e:#}"))?;
+        let contracted = crate::FleetFile {
+            members: 3,
+            ..persistent.clone()
+        };
+        let mut upgraded = render_in(&env, &contracted.yaml())?;
+        upgraded.extend(render_in(&env, &ext_yaml)?);
         Ok(HealerFleets {
             objects: render(4)?,
             contracted: render(3)?,
+            upgraded,
             persistent,
             external,
         })
@@ -532,8 +597,9 @@ pub trait AfterStep {
 /// Git synced by `engine`, then the healer acts; after each action the engine reports
 /// every object in sync: growth (0 -> 4 members of a PersistentFleet, the Bucket
 /// Deployment to the External fleet's count), an External `/scale` write to 3 and the
-/// healer's growth, and a later commit with the PersistentFleet at 3 synced and the
-/// healer's contraction 4 -> 3. Negative control: a label
+/// healer's growth, a later commit with the PersistentFleet at 3 synced and the
+/// healer's contraction 4 -> 3, a disk handoff, a force-delete, and Git rendered by an
+/// upgraded celld-gen (changed templates) synced, the healer's fields kept. Negative control: a label
 /// changed on the live StatefulSet is out of sync. `after_each` runs after each in-sync
 /// check.
 pub async fn healer_scenario(
@@ -584,7 +650,165 @@ pub async fn healer_scenario(
         )
     })?;
     after_each.after(env, "contraction", objs).await?;
+
+    disk_handoff(env, &alpha.identity).await?;
+    blocking(|| {
+        ensure_in_sync(
+            engine,
+            objs,
+            "after a disk handoff (alpha-1's volume lost, a fresh disk)",
+        )
+    })?;
+    after_each.after(env, "disk handoff", objs).await?;
+
+    force_delete(env, alpha, ext).await?;
+    blocking(|| {
+        ensure_in_sync(
+            engine,
+            objs,
+            "after a force-delete (alpha-2's node stopped, back on its disk)",
+        )
+    })?;
+    after_each.after(env, "force-delete", objs).await?;
+
+    let objs = &fleets.upgraded;
+    blocking(|| engine.sync(objs))?;
+    healer_fields_survive(env, alpha, ext).await?;
+    blocking(|| {
+        ensure_in_sync(
+            engine,
+            objs,
+            "after a celld-gen upgrade that changed templates, synced",
+        )
+    })?;
+    after_each.after(env, "upgrade", objs).await?;
     label_edit_detected(env, engine, objs).await
+}
+
+/// The healer's handoff: alpha-1's volume is deleted (its claim goes Lost); the healer
+/// gives the member a fresh disk and it is ready again on it.
+async fn disk_handoff(env: &crate::Env, identity: &str) -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    use std::time::Duration;
+    let t0 = std::time::Instant::now();
+    let old = crate::claims(env)
+        .await?
+        .get("data-alpha-1")
+        .map(|c| c.0.clone())
+        .context("no claim data-alpha-1")?;
+    let gone = env
+        .sim
+        .control
+        .delete_claim_volume(&env.ns, "data-alpha-1")
+        .await?;
+    eprintln!("[handoff] deleted {} (data-alpha-1)", gone.pv);
+    crate::wait_event(env, "alpha", "MemberDiskLost", Duration::from_secs(60)).await?;
+    let pods: kube::Api<Pod> = env.api();
+    kubesim::testing::wait_for(
+        "data-alpha-1 replaced and alpha-1 ready",
+        Duration::from_secs(120),
+        || async {
+            let fresh = crate::claims(env)
+                .await?
+                .get("data-alpha-1")
+                .is_some_and(|(uid, phase, del)| *uid != old && phase == "Bound" && !del);
+            let ready = pods
+                .get_opt("alpha-1")
+                .await?
+                .is_some_and(|p| crate::pod_ready(&p) && p.metadata.deletion_timestamp.is_none());
+            Ok((fresh && ready).then_some(()))
+        },
+    )
+    .await?;
+    crate::wait_ready_members(env, identity, 3, Duration::from_secs(60)).await?;
+    eprintln!(
+        "[handoff] alpha-1 ready on a fresh disk {:?} after its volume went",
+        t0.elapsed()
+    );
+    Ok(())
+}
+
+/// The healer's force-delete: alpha-2's node stops, the node lifecycle controller evicts
+/// its Pods, no kubelet confirms, and the healer force-deletes alpha-2 past grace and
+/// margin; it comes back on its own disk. The node then starts again and both fleets are
+/// whole.
+async fn force_delete(
+    env: &crate::Env,
+    alpha: &crate::FleetFile,
+    ext: &crate::FleetFile,
+) -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    use std::time::Duration;
+    let t0 = std::time::Instant::now();
+    let pods: kube::Api<Pod> = env.api();
+    let victim = pods.get("alpha-2").await?;
+    let node = crate::node_of(&victim);
+    let claims = crate::claims(env).await?;
+    env.sim.control.stop_node(&node).await?;
+    eprintln!("[force-delete] stopped {node}, running alpha-2");
+    let (_, _, ev) = crate::wait_evicted_then_force_deleted(env, "alpha", "alpha-2").await?;
+    eprintln!("[force-delete] {}", ev.note);
+    let old_uid = victim.metadata.uid.clone();
+    kubesim::testing::wait_for(
+        "alpha-2 back and ready",
+        Duration::from_secs(90),
+        || async {
+            Ok(pods
+                .get_opt("alpha-2")
+                .await?
+                .filter(|p| p.metadata.uid != old_uid && crate::pod_ready(p))
+                .map(|_| ()))
+        },
+    )
+    .await?;
+    let after = crate::claims(env).await?;
+    ensure!(
+        claims.get("data-alpha-2").map(|c| &c.0) == after.get("data-alpha-2").map(|c| &c.0),
+        "alpha-2 came back on another disk"
+    );
+    env.sim.control.start_node(&node).await?;
+    settle(env, "alpha", &alpha.identity, 3).await?;
+    settle(env, "ext", &ext.identity, 3).await?;
+    eprintln!(
+        "[force-delete] both fleets whole {:?} after the node stopped",
+        t0.elapsed()
+    );
+    Ok(())
+}
+
+/// After the upgrade is synced: the new label reached the live workload, and the fields
+/// the healer and the `/scale` writer own kept their values.
+async fn healer_fields_survive(
+    env: &crate::Env,
+    alpha: &crate::FleetFile,
+    ext: &crate::FleetFile,
+) -> Result<()> {
+    let sts: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> = env.api();
+    let live = sts.get("alpha").await?;
+    ensure!(
+        live.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(UPGRADE_KEY))
+            .is_some_and(|v| v == "2"),
+        "the upgrade's label is not on the live StatefulSet: {:?}",
+        live.metadata.labels
+    );
+    let fleets: kube::Api<celld_gen::api::CelldFleet> = env.api();
+    let members = fleets.get("ext").await?.spec.members;
+    ensure!(
+        members == Some(3),
+        "ext's members after the upgrade: {members:?}, the /scale writer set 3"
+    );
+    ensure!(
+        crate::replicas(env, "alpha").await? == Some(3)
+            && crate::replicas(env, "ext").await? == Some(3),
+        "the healer's replicas changed with the upgrade"
+    );
+    settle(env, "alpha", &alpha.identity, 3).await?;
+    settle(env, "ext", &ext.identity, 3).await?;
+    eprintln!("[upgrade] synced: the new label is live, replicas and ext's members kept");
+    Ok(())
 }
 
 /// Negative control: a label edited by hand on the live StatefulSet is out of sync.

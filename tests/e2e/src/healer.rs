@@ -50,6 +50,9 @@ pub struct RawHealer {
     /// The command line. `--metrics-addr` is replaced by a free loopback port
     /// ([`with_metrics_addr`]); nothing else is changed.
     pub args: Vec<String>,
+    /// The binary (None: the workspace's `celld-healer`, [`healer_bin`]); the image test
+    /// runs the one taken out of the image.
+    pub bin: Option<PathBuf>,
 }
 
 /// `args` with the listener moved to `addr`: outside a Pod, the rendered `0.0.0.0:8080`
@@ -124,7 +127,7 @@ impl Healer {
             args.extend(["--test-halt-after".to_string(), h.clone()]);
         }
         let kubeconfig = o.kubeconfig.as_ref().unwrap_or(&env.healer_kubeconfig);
-        Healer::launch(env, &o.identity, kubeconfig, None, &args, metrics)
+        Healer::launch(env, &o.identity, kubeconfig, None, &args, metrics, None)
     }
 
     /// Starts a healer with a command line given whole ([`Env::healer_with_args`]).
@@ -138,10 +141,11 @@ impl Healer {
             Some(&raw.identity),
             &args,
             metrics,
+            raw.bin.as_deref(),
         )
     }
 
-    /// Runs the binary with `args`, its output in a log file of the test's directory.
+    /// Runs the binary (`bin`, or the workspace's) with `args`, its output in a log file of the test's directory.
     /// `pod_name` is the identity given the way a Deployment gives it (`POD_NAME`); without
     /// it, the variable is removed so that the test's own environment cannot leak in.
     fn launch(
@@ -151,8 +155,12 @@ impl Healer {
         pod_name: Option<&str>,
         args: &[String],
         metrics: SocketAddr,
+        bin: Option<&Path>,
     ) -> Result<Healer> {
-        let bin = healer_bin()?;
+        let bin = match bin {
+            Some(b) => b.to_path_buf(),
+            None => healer_bin()?,
+        };
         let log = (1..)
             .map(|n| env.dir.join(format!("healer-{identity}-{n}.log")))
             .find(|p| !p.exists())

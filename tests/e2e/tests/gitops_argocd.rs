@@ -10,7 +10,9 @@
 //!   `argodiff.StateDiffs` with server-side diff then reports every object in sync, and a
 //!   label changed in Git OutOfSync;
 //! - with the healer running: in sync after growth, after an External `/scale` write and
-//!   the healer's growth, and after a commit lowering members and the healer's contraction;
+//!   the healer's growth, after a commit lowering members and the healer's contraction,
+//!   after a disk handoff, after a force-delete, and after a celld-gen upgrade that
+//!   changes templates is synced (the healer's fields kept);
 //!   the live CelldFleets Healthy at each step, Suspended when paused, Progressing while
 //!   being deleted; a label edited on a live object is OutOfSync.
 

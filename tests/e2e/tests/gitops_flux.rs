@@ -6,8 +6,10 @@
 //! - every golden example applied by `ApplyAllStaged`; `Diff` then reports every object
 //!   unchanged, and a label changed in Git drifted;
 //! - with the healer running: after growth, and after an External `/scale` write and the
-//!   healer's growth, and after a commit lowering `members` and the healer's contraction
-//!   (the ignore rule for `/spec/members` selects only External fleets), `Diff` reports
+//!   healer's growth, after a commit lowering `members` and the healer's contraction
+//!   (the ignore rule for `/spec/members` selects only External fleets), after a disk
+//!   handoff, after a force-delete, and after a celld-gen upgrade that changes templates
+//!   is synced, `Diff` reports
 //!   every object unchanged, and the periodic
 //!   reconcile (`ApplyAllStaged` again, as kustomize-controller runs it every interval)
 //!   changes nothing, so it never undoes the healer; a label edited on a live object

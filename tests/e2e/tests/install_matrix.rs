@@ -107,6 +107,7 @@ async fn matrix(env: &mut Env, cluster_scoped: &mut Vec<(String, String)>) -> Re
             identity: format!("matrix-{case}"),
             kubeconfig,
             args: rendered.clone(),
+            bin: None,
         })?;
         match ready_or_exit(env, i, Duration::from_secs(60)).await? {
             Started::Ready => {}
@@ -169,6 +170,7 @@ async fn refusals(env: &mut Env) -> Result<()> {
             ),
             kubeconfig: env.healer_kubeconfig.clone(),
             args,
+            bin: None,
         })?;
         let outcome = ready_or_exit(env, i, Duration::from_secs(20)).await?;
         let log = env.h(i).log_text();

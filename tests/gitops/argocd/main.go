@@ -5,6 +5,12 @@
 //	health  {configMaps, objects}              -> {results: [{status, message} | null]}
 //	sync    {application, configMaps, objects} -> {applied: ["Kind ns/name: output"]}
 //	diff    {application, configMaps, objects} -> {modified, results: [{kind, ..., modified}]}
+//	cmp     {pluginYaml, repoRoot, app}         -> {plugin, sourceType, objects}
+//	merge   {base, patches}                    -> the Deployment base with the patches merged
+//
+// cmp runs a config-management plugin the way Argo CD does (see cmp.go); merge applies
+// strategic-merge patches to a Deployment as kustomize does (the CMP sidecar patch onto
+// the argocd-repo-server Argo CD ships).
 //
 // configMaps is argocd-cm as Argo CD ships it followed by patches (ours: the rendered
 // argocd/argocd-cm-health.yaml), merged the way kustomize merges a ConfigMap patch
@@ -14,6 +20,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +38,7 @@ import (
 	kubeutil "github.com/argoproj/argo-cd/v3/util/kube"
 	"github.com/argoproj/argo-cd/v3/util/lua"
 	"github.com/argoproj/argo-cd/v3/util/settings"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,6 +56,13 @@ type request struct {
 	Application *v1alpha1.Application        `json:"application"`
 	ConfigMaps  []json.RawMessage            `json:"configMaps"`
 	Objects     []*unstructured.Unstructured `json:"objects"`
+	// cmp
+	PluginYAML string  `json:"pluginYaml"`
+	RepoRoot   string  `json:"repoRoot"`
+	App        *cmpApp `json:"app"`
+	// merge
+	Base    json.RawMessage   `json:"base"`
+	Patches []json.RawMessage `json:"patches"`
 }
 
 type healthResult struct {
@@ -66,7 +81,7 @@ type diffResult struct {
 
 func main() {
 	if len(os.Args) != 2 {
-		fail(errors.New("usage: celld-argocd health|sync|diff < request.json"))
+		fail(errors.New("usage: celld-argocd health|sync|diff|cmp|merge < request.json"))
 	}
 	var req request
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
@@ -83,6 +98,10 @@ func main() {
 		out, err = syncObjects(ctx, &req)
 	case "diff":
 		out, err = diffObjects(ctx, &req)
+	case "cmp":
+		out, err = runPlugin(ctx, &req)
+	case "merge":
+		out, err = mergeDeployment(req.Base, req.Patches)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -105,13 +124,9 @@ func settingsManager(ctx context.Context, cms []json.RawMessage) (*settings.Sett
 	if len(cms) == 0 {
 		return nil, errors.New("no argocd-cm given")
 	}
-	merged := []byte(cms[0])
-	for i, patch := range cms[1:] {
-		var err error
-		merged, err = strategicpatch.StrategicMergePatch(merged, patch, corev1.ConfigMap{})
-		if err != nil {
-			return nil, fmt.Errorf("merging ConfigMap patch %d: %w", i+1, err)
-		}
+	merged, err := strategicMerge(cms[0], cms[1:], corev1.ConfigMap{})
+	if err != nil {
+		return nil, err
 	}
 	var cm corev1.ConfigMap
 	if err := json.Unmarshal(merged, &cm); err != nil {
@@ -157,6 +172,35 @@ func restConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("loading the kubeconfig ($KUBECONFIG): %w", err)
 	}
 	return cfg, nil
+}
+
+// strategicMerge merges patches in order onto base, as kustomize merges a patch of a
+// built-in kind: by the strategic merge keys of dataStruct's type.
+func strategicMerge(base json.RawMessage, patches []json.RawMessage, dataStruct any) (json.RawMessage, error) {
+	merged := []byte(base)
+	for i, patch := range patches {
+		var err error
+		merged, err = strategicpatch.StrategicMergePatch(merged, patch, dataStruct)
+		if err != nil {
+			return nil, fmt.Errorf("merging patch %d: %w", i+1, err)
+		}
+	}
+	return merged, nil
+}
+
+// mergeDeployment merges the patches onto the Deployment base and reads the result
+// strictly: a field the Deployment type does not have is an error.
+func mergeDeployment(base json.RawMessage, patches []json.RawMessage) (any, error) {
+	merged, err := strategicMerge(base, patches, appsv1.Deployment{})
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&appsv1.Deployment{}); err != nil {
+		return nil, fmt.Errorf("the merged Deployment: %w", err)
+	}
+	return merged, nil
 }
 
 // targets returns the desired objects as the repo server hands them to the controller:
