@@ -3,10 +3,10 @@
 //! Flow: [`load`] reads and [`validate`]s fleet files, `render` turns valid fleets into
 //! objects with the templates, `output` writes them (all or nothing).
 
-pub mod api;
+pub use celld_api as api;
 pub mod cli;
-pub mod diagnostic;
-pub mod healer_flags;
+pub use celld_api::diagnostic;
+pub use celld_api::healer_flags;
 pub mod install;
 pub mod load;
 pub mod output;

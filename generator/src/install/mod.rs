@@ -6,7 +6,7 @@
 //! the caller's.
 
 pub mod admission;
-pub mod rbac;
+pub use celld_api::rbac;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -6,11 +6,7 @@
 //! Then fleets are checked against each other (identity, bucket, name). Every problem is
 //! reported with file, line, column, field, what is wrong and what would be valid.
 
-pub mod formats;
-pub mod rules;
-pub mod schema;
-pub mod templates;
-pub mod yaml;
+pub use celld_api::validate::{Problem, edit_distance, formats, rules, schema, templates, yaml};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,42 +15,6 @@ use crate::api::{CelldFleet, labels};
 use crate::diagnostic::Diagnostic;
 use crate::load::{LoadedFleet, Skipped, Source};
 use yaml::{Node, Pos};
-
-/// A problem inside one document; the file is added when it becomes a [`Diagnostic`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct Problem {
-    /// Where.
-    pub pos: Pos,
-    /// Field path.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-    /// What would be valid.
-    pub expected: String,
-}
-
-impl Problem {
-    /// A problem at `pos`.
-    pub fn new(pos: Pos, field: &str, message: impl Into<String>, expected: &str) -> Self {
-        Problem {
-            pos,
-            field: field.to_string(),
-            message: message.into(),
-            expected: expected.to_string(),
-        }
-    }
-
-    fn into_diagnostic(self, file: &Path) -> Diagnostic {
-        Diagnostic {
-            file: file.to_path_buf(),
-            line: self.pos.line,
-            column: self.pos.column,
-            field: self.field,
-            message: self.message,
-            expected: self.expected,
-        }
-    }
-}
 
 fn file_problem(file: &Path, message: impl Into<String>, expected: &str) -> Diagnostic {
     Diagnostic::whole_file(file, message, expected)
@@ -77,26 +37,6 @@ fn is_fleet_doc(doc: &Node) -> bool {
 enum NotAFleet {
     NearMiss(Problem),
     Other(String),
-}
-
-/// Edit distance between two strings (Levenshtein, by characters).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == cb {
-                prev
-            } else {
-                1 + prev.min(cur).min(row[j])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// Largest edit distance still taken for a typo of `CelldFleet` (case aside).

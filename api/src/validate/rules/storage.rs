@@ -1,7 +1,7 @@
 //! `spec.storage`: bucket, region, prefix, endpoint, disks.
 
 use super::Checker;
-use crate::api::{CelldFleet, Profile, Storage, defaults};
+use crate::{CelldFleet, Profile, Storage, defaults};
 use crate::validate::formats::*;
 
 /// Whether `storage.region` passes [`check`]: an AWS region for Amazon S3 (no

@@ -1,11 +1,11 @@
 //! Small, dependency-free checks of Kubernetes and celld value formats, and the regular
 //! expressions the CRD schema carries for them (`pattern`, with the lengths from
-//! [`crate::api::defaults`] as `maxLength`). A pattern accepts exactly what its check
+//! [`crate::defaults`] as `maxLength`). A pattern accepts exactly what its check
 //! accepts, or (where a regular expression cannot say it all, noted) a little more, never
 //! less: the API server must accept every fleet `celld-gen check` accepts. A unit test
 //! compares each pattern with its check.
 
-use crate::api::defaults::{
+use crate::defaults::{
     BUCKET_LENGTH_BOUNDS, IDENTITY_LENGTH, MAX_DNS_LABEL_LENGTH, MAX_DNS_SUBDOMAIN_LENGTH,
     MAX_ENV_NAME_LENGTH, MAX_REGION_LENGTH, MAX_SECRET_KEY_LENGTH, MAX_ZONE_LENGTH,
 };
@@ -597,7 +597,7 @@ mod tests {
     /// where noted at the pattern, a superset: never refuses a value validation accepts.
     #[test]
     fn crd_patterns_agree_with_the_checks() {
-        use crate::api::defaults as d;
+        use crate::defaults as d;
         let re = |p: &str| regex::Regex::new(p).expect("a valid regular expression");
         let len = |s: &str| s.chars().count();
         let identity = re(&identity_pattern());

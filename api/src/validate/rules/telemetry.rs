@@ -1,7 +1,7 @@
 //! `spec.telemetry`, and the egress destination shape it shares with storage endpoints.
 
 use super::Checker;
-use crate::api::{CelldFleet, Egress, defaults};
+use crate::{CelldFleet, Egress, defaults};
 use crate::validate::formats::*;
 
 /// An egress destination: exactly one of a single-host CIDR or Pod labels; a namespace

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::Checker;
-use crate::api::{CelldFleet, defaults, labels};
+use crate::{CelldFleet, defaults, labels};
 use crate::validate::formats::*;
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {

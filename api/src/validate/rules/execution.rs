@@ -1,7 +1,7 @@
 //! `spec.execution` and `spec.lifecycle`: resources and shutdown timing.
 
 use super::Checker;
-use crate::api::{CelldFleet, defaults};
+use crate::{CelldFleet, defaults};
 use crate::validate::formats::parse_quantity;
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
