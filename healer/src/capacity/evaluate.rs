@@ -27,7 +27,7 @@
 //!   recorded as an action (cooldowns, redistribution baseline, pending window).
 //! - E14 external: External mode evaluates nothing (`ExternalOwner`).
 
-use celld_gen::api::CapacityMode;
+use celld_api::CapacityMode;
 
 use super::evidence;
 use super::history::{History, Load, Remembered, Stamp};
@@ -263,7 +263,7 @@ fn step(
 
     // Rule E1 (valid input).
     if !policy::valid(p)
-        || !(1..=celld_gen::api::defaults::MAX_MEMBERS).contains(&current)
+        || !(1..=celld_api::defaults::MAX_MEMBERS).contains(&current)
         || o.at.0 <= 0
         || o.at > now
         || after(h.last_observation)

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Result;
-use celld_gen::api::labels::HEALER_NAMESPACE;
-use celld_gen::healer_flags::{self as flags, parse_duration};
+use celld_api::healer_flags::{self as flags, parse_duration};
+use celld_api::labels::HEALER_NAMESPACE;
 use clap::{Parser, ValueEnum};
 
 use super::served::Served;
@@ -161,7 +161,7 @@ pub struct Args {
 
 impl Args {
     /// The delays `decide` applies, checked against the bounds of
-    /// [`celld_gen::healer_flags`] (the ones `celld-gen install` checks too, so the
+    /// [`celld_api::healer_flags`] (the ones `celld-gen install` checks too, so the
     /// messages are the same).
     pub fn decide_config(&self) -> Result<Config> {
         if !self.allow_short_delays {

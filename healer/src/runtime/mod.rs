@@ -25,7 +25,7 @@
 //!   `/metrics`, `/healthz`, `/readyz` endpoints.
 //! - [`rbac`]: every verb on every resource the healer uses (re-exported from the table
 //!   `celld-gen install` renders).
-//! - [`cli`]: command-line flags, declared from [`celld_gen::healer_flags`].
+//! - [`cli`]: command-line flags, declared from [`celld_api::healer_flags`].
 
 pub mod act;
 pub mod cli;

@@ -2,8 +2,8 @@
 
 use std::collections::VecDeque;
 
-use celld_gen::api::labels::{claim_name, member_name};
-use celld_gen::api::{CelldFleetStatus, Profile};
+use celld_api::labels::{claim_name, member_name};
+use celld_api::{CelldFleetStatus, Profile};
 
 use super::{CONVERGENCE_BOUND, PER_INTERRUPTION, Violation};
 use crate::config::Config;
