@@ -12,6 +12,7 @@ pub mod labels;
 pub mod rbac;
 pub mod reservation;
 pub mod status;
+pub mod url;
 pub mod validate;
 
 pub use fleet::*;

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use super::Checker;
-use crate::{CelldFleet, defaults};
 use crate::validate::formats::*;
+use crate::{CelldFleet, defaults};
 
 /// Variables the generator writes into every member (or conditionally: endpoint, telemetry).
 pub const GENERATOR_OWNED: &[&str] = &[
