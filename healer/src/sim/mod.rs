@@ -27,13 +27,13 @@
 //! at once, a crash loop or image error when it is fixed, a lost node that returns when
 //! it returns).
 
-mod model;
+mod world;
 #[cfg(test)]
 mod tests;
 
 #[cfg(test)]
-pub use model::{Mutation, run_seed_mutated};
-pub use model::{Outcome, run_seed};
+pub use world::{Mutation, run_seed_mutated};
+pub use world::{Outcome, run_seed};
 
 use crate::time::Span;
 
