@@ -6,7 +6,7 @@
 //! the caller's.
 
 pub mod admission;
-pub use celld_api::rbac;
+use celld_api::rbac;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,8 +15,8 @@ use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
 use crate::api::{CelldBucketReservation, CelldFleet, labels};
-use crate::healer_flags as flags;
 use crate::render::yaml::block;
+use celld_api::healer_flags as flags;
 
 /// The Argo CD health check for CelldFleet (Lua, run by Argo CD with `obj` set).
 pub const HEALTH_LUA: &str = include_str!("../../install/argocd/celldfleet-health.lua");
@@ -149,7 +149,7 @@ fn crd_object(mut crd: Value) -> Value {
     crd
 }
 
-/// The healer's command line, every flag named by [`crate::healer_flags`].
+/// The healer's command line, every flag named by [`celld_api::healer_flags`].
 fn args(o: &InstallOptions) -> Vec<String> {
     let mut a = vec![
         flags::arg(flags::METRICS_ADDR, &format!("0.0.0.0:{METRICS_PORT}")),

@@ -7,8 +7,9 @@ pub mod discover;
 
 use std::path::{Path, PathBuf};
 
-use crate::diagnostic::Diagnostic;
-pub use crate::validate::{LoadedFleet, Skipped, Source, ValidatedFleet};
+use crate::api::validate::ValidatedFleet;
+pub use crate::validate::{LoadedFleet, Skipped, Source};
+use celld_api::diagnostic::Diagnostic;
 
 pub use discover::Options;
 

@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::labels;
 use crate::api::validate::ValidatedFleet;
-use crate::diagnostic::Diagnostic;
 use crate::load::LoadedFleet;
+use celld_api::diagnostic::Diagnostic;
 use context::FleetContext;
 use templates::ENV;
 

@@ -5,7 +5,6 @@
 //! with file, line, column, field, what is wrong and what would be valid. Reading files
 //! is [`crate::load`]'s job; this module never touches the file system.
 
-pub use celld_api::validate::formats;
 use celld_api::validate::{Problem, edit_distance, rules, yaml};
 
 use std::collections::BTreeMap;
@@ -14,9 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::api::labels;
-pub use crate::api::validate::ValidatedFleet;
+use crate::api::validate::ValidatedFleet;
 use crate::api::validate::{syntax_diagnostic, validate_doc};
-use crate::diagnostic::Diagnostic;
+use celld_api::diagnostic::Diagnostic;
 use yaml::{Node, Pos};
 
 /// A fleet file that parsed and passed validation.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::diagnostic::Diagnostic;
+use celld_api::diagnostic::Diagnostic;
 
 const DIGEST: &str = "1c0d854cd2af39fa439f163d5b88a19c7bccefd25fe35e2c0e1f43b3d886f424";
 

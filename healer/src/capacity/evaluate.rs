@@ -26,6 +26,10 @@
 //! - E13 durable actions: a change of the applied count since the last evaluation is
 //!   recorded as an action (cooldowns, redistribution baseline, pending window).
 //! - E14 external: External mode evaluates nothing (`ExternalOwner`).
+//!
+//! Over 500 lines on purpose: the rules above are one ordered pass over one history
+//! (evidence, redistribution, policy and reasons are already their own modules), and
+//! the order is what makes them right, so it stays readable in one file.
 
 use celld_api::CapacityMode;
 

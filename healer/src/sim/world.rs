@@ -1,7 +1,7 @@
 //! The model's world: its objects (nodes, Pods, claims, the StatefulSet, the fleet), its
-//! random source, the clock and the main loop that steps controllers, faults and the
-//! healer (`controllers.rs`, `faults.rs`, `healer.rs`) and checks the invariants
-//! (`invariants.rs`) after every step.
+//! random source and the starting state of a seed. The main loop (`run.rs`) steps the
+//! controllers (`controllers.rs`), the faults (`faults.rs`) and the healer (`healer.rs`,
+//! `writes.rs`) and checks the invariants (`invariants.rs`) after every step.
 
 use std::collections::VecDeque;
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use celld_gen::api::CelldFleet;
-use celld_gen::load::ValidatedFleet;
+use celld_gen::api::validate::ValidatedFleet;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
