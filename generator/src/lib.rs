@@ -1,12 +1,14 @@
-//! celld-gen: the fleet API, its validation, and the rendering of fleets into manifests.
+//! celld-gen: the rendering of fleets into manifests, and of the healer's install bundle.
+//! The fleet types, their validation, the healer's flags and RBAC live in [`celld_api`].
 //!
-//! Flow: [`load`] reads and [`validate`]s fleet files, `render` turns valid fleets into
-//! objects with the templates, `output` writes them (all or nothing).
+//! Flow: [`load`] finds and reads fleet files, [`validate`] checks their texts (each fleet
+//! with [`celld_api::validate`], then the fleets together), `render` turns
+//! [`ValidatedFleet`](celld_api::validate::ValidatedFleet)s into objects with the
+//! templates, `output` writes them (all or nothing).
 
-pub mod api;
+/// The shared contract ([`celld_api`]), under the path the generator has always used.
+pub use celld_api as api;
 pub mod cli;
-pub mod diagnostic;
-pub mod healer_flags;
 pub mod install;
 pub mod load;
 pub mod output;

@@ -310,10 +310,10 @@ fn help_and_schema_say_which_zone_formats_are_accepted() {
     let schema: serde_json::Value = serde_json::from_slice(&run(&["schema"]).stdout).unwrap();
     let placement = &schema["properties"]["spec"]["properties"]["placement"]["properties"];
     let formats = placement["zoneFormat"]["description"].as_str().unwrap();
-    assert_eq!(formats, celld_gen::validate::formats::ZONE_FORMATS);
+    assert_eq!(formats, celld_gen::api::validate::formats::ZONE_FORMATS);
     assert_eq!(
         placement["zones"]["items"]["pattern"],
-        celld_gen::validate::formats::ZONE_PATTERN
+        celld_gen::api::validate::formats::ZONE_PATTERN
     );
     // The CRD carries the same description and the region rule.
     let crds = text(&run(&["crds"]).stdout);

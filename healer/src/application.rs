@@ -14,7 +14,7 @@
 //!   while any member adopts or moves cells; `True/Converged` otherwise.
 //! - A4: this view never gates Ready, scaling, healing or deletion.
 
-use celld_gen::api::ApplicationStatus;
+use celld_api::ApplicationStatus;
 use serde::Deserialize;
 
 use crate::time::Timestamp;

@@ -1,8 +1,8 @@
 //! The healer's delays. Defaults and bounds are those of the command-line flags
-//! ([`celld_gen::healer_flags`]), so the runtime, the simulation and `celld-gen install`
+//! ([`celld_api::healer_flags`]), so the runtime, the simulation and `celld-gen install`
 //! agree on them.
 
-use celld_gen::healer_flags::{self as flags, DurationFlag};
+use celld_api::healer_flags::{self as flags, DurationFlag};
 
 use crate::time::Span;
 

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use celld_gen::api::labels::{
+use celld_api::labels::{
     FLEET_FINALIZER, IDENTITY, REPLACEMENT_FINALIZER, REPLACEMENT_INDEX, REPLACEMENT_RECORD,
     claim_ordinal,
 };
-use celld_gen::api::{CelldBucketReservation, CelldFleet, reservation_name};
+use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod as KPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -220,7 +220,7 @@ fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
     const K: &str = "CelldFleet";
     let m = &f.metadata;
     let spec = &f.spec;
-    let external = spec.capacity_mode() == Some(celld_gen::api::CapacityMode::External);
+    let external = spec.capacity_mode() == Some(celld_api::CapacityMode::External);
     Ok(Fleet {
         name: need(K, m, "name", &m.name)?,
         namespace: need(K, m, "namespace", &m.namespace)?,

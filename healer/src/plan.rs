@@ -3,7 +3,7 @@
 //! the write fails (Conflict) rather than touching an object that changed since it was
 //! observed.
 
-use celld_gen::api::CelldFleetStatus;
+use celld_api::CelldFleetStatus;
 // Re-exported: the simulation (being reworked elsewhere) still names it here.
 pub use crate::record::HandoffRecord;
 use crate::snapshot::WorkloadKind;

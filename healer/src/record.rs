@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The record annotation ([`celld_gen::api::labels::REPLACEMENT_RECORD`]) on a Pod whose
+/// The record annotation ([`celld_api::labels::REPLACEMENT_RECORD`]) on a Pod whose
 /// disk is being handed off.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

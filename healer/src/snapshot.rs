@@ -7,7 +7,7 @@
 //! every reconcile. The previous status is carried only to keep condition transition
 //! times stable; no rule reads it.
 
-use celld_gen::api::{ApplicationStatus, CapacityMode, CelldFleetStatus, Profile};
+use celld_api::{ApplicationStatus, CapacityMode, CelldFleetStatus, Profile};
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
@@ -91,7 +91,7 @@ pub struct Fleet {
     /// The healer's fleet finalizer is present.
     pub has_finalizer: bool,
     /// spec.capacity with defaults applied; `None` means members are set by hand.
-    pub capacity: Option<celld_gen::api::defaults::CapacityPolicy>,
+    pub capacity: Option<celld_api::defaults::CapacityPolicy>,
     /// The status currently stored, used only to keep transition times stable.
     pub previous_status: Option<CelldFleetStatus>,
 }

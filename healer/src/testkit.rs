@@ -2,8 +2,8 @@
 //! members have all been ready for an hour, on disks older than their Pods. Tests then
 //! change one thing and check one rule.
 
-use celld_gen::api::Profile;
-use celld_gen::api::labels::{claim_name, member_name};
+use celld_api::Profile;
+use celld_api::labels::{claim_name, member_name};
 
 use crate::record::HandoffRecord;
 use crate::snapshot::*;

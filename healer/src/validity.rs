@@ -1,35 +1,14 @@
-//! The live spec, checked by exactly the validation `celld-gen check` runs, so the
-//! healer reports the same messages and never acts on a fleet the generator would refuse
-//! (the CRD schema cannot express every rule, and a fleet may predate a rule).
+//! The live spec, checked by exactly the validation `celld-gen check` runs
+//! ([`celld_api::validate::validate_live`]), so the healer reports the same messages and
+//! never acts on a fleet the generator would refuse (the CRD schema cannot express every
+//! rule, and a fleet may predate a rule).
 
-use celld_gen::api::labels::API_VERSION;
-use celld_gen::api::{CapacityMode, CelldFleet};
-use serde_json::json;
+use celld_api::CelldFleet;
+use celld_api::validate::validate_live;
 
 /// One line per problem (`field: what is wrong (expected ...)`); empty when valid.
 pub fn problems(f: &CelldFleet) -> Vec<String> {
-    // Only what a fleet file holds: server-set metadata (uid, managedFields...) and the
-    // status are not the user's to write, and annotations are not validated.
-    let doc = json!({
-        "apiVersion": API_VERSION,
-        "kind": "CelldFleet",
-        "metadata": {
-            "name": f.metadata.name,
-            "namespace": f.metadata.namespace,
-        },
-        "spec": f.spec,
-    });
-    let mut doc = doc;
-    // In External mode the fleet file leaves members out, and the `/scale` writer sets
-    // it live (the CRD bounds it there): a live value is not a problem of the file.
-    if f.spec.capacity_mode() == Some(CapacityMode::External)
-        && let Some(spec) = doc["spec"].as_object_mut()
-    {
-        spec.remove("members");
-    }
-    // JSON is YAML; the generator's reader keeps positions we do not need here.
-    let text = doc.to_string();
-    match celld_gen::load::load_str(std::path::Path::new("live"), &text) {
+    match validate_live(f) {
         Ok(_) => Vec::new(),
         Err(diags) => diags
             .into_iter()
@@ -52,7 +31,7 @@ pub fn problems(f: &CelldFleet) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::problems;
-    use celld_gen::api::CelldFleet;
+    use celld_api::CelldFleet;
 
     fn fleet(capacity_and_members: &str) -> CelldFleet {
         let text = format!(
@@ -69,10 +48,13 @@ spec:
 {capacity_and_members}",
             digest = "ab".repeat(32)
         );
-        match celld_gen::load::load_str(std::path::Path::new("t.yaml"), &text) {
-            Ok(f) => f,
-            Err(d) => panic!("test fleet invalid: {d:?}"),
-        }
+        let f: CelldFleet = serde_saphyr::from_str(&text).expect("the test fleet is YAML");
+        assert_eq!(
+            problems(&f),
+            Vec::<String>::new(),
+            "the test fleet is valid"
+        );
+        f
     }
 
     /// A `/scale` write sets spec.members of an External fleet: still valid live (it

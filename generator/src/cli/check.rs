@@ -8,10 +8,10 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::{FAILED, HealerNamespaceArg, OK, TROUBLE, count, plural, print};
-use crate::diagnostic::Diagnostic;
 use crate::load::{LoadedFleet, Options, Skipped};
 use crate::output::dangerous::{self, Finding, FindingKind};
 use crate::render::{Bundle, RenderOptions};
+use celld_api::diagnostic::Diagnostic;
 
 const EXAMPLES: &str = "\
 Examples:

@@ -44,7 +44,7 @@ fn zones_long_help() -> String {
          Full names (us-east-1a, us-central1-a, eastus-1), or the short form appended to \
          the region: a letter for AWS (a -> us-east-1a) and Google Cloud (a -> \
          us-central1-a), a number for Azure (1 -> eastus-1).\n\n{}",
-        crate::validate::formats::ZONE_FORMATS
+        celld_api::validate::formats::ZONE_FORMATS
     )
 }
 
@@ -245,7 +245,7 @@ fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Erro
         .map(|z| match args.zone_format {
             // Free-form zones are taken as written: `a` may be a real zone name there.
             Some(ZoneFormatArg::Any) => z.to_owned(),
-            _ => crate::validate::formats::expand_zone(z, &args.region),
+            _ => celld_api::validate::formats::expand_zone(z, &args.region),
         })
         .collect();
     let members = args

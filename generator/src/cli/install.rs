@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{FAILED, OK};
-use crate::healer_flags::{self as flags, parse_duration};
 use crate::install::{self, InstallOptions};
 use crate::output;
 use crate::render::OutputFile;
+use celld_api::healer_flags::{self as flags, parse_duration};
 
 const EXAMPLES: &str = "\
 Examples:

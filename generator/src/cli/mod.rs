@@ -14,9 +14,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::api::labels::HEALER_NAMESPACE;
-use crate::diagnostic::Diagnostic;
 use crate::render::RenderOptions;
-use crate::validate::formats::is_dns_label;
+use celld_api::diagnostic::Diagnostic;
+use celld_api::validate::formats::is_dns_label;
 
 pub use init::{
     DEFAULT_SCHEMA_REF, InitArgs, PlacementArg, ProfileArg, WorkloadArg, ZoneFormatArg, fleet_file,

@@ -13,7 +13,7 @@ use crate::api::{
     BucketWorkload, CapacityMode, CelldBucketReservation, CelldFleet, CelldFleetSpec,
     PlacementMode, labels,
 };
-use crate::validate::formats as f;
+use celld_api::validate::formats as f;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -264,7 +264,8 @@ mod tests {
     /// The editor patterns accept every value the checks accept.
     #[test]
     fn editor_patterns_accept_what_validation_accepts() {
-        use crate::validate::formats::{parse_base_url, parse_origin, parse_quantity};
+        use celld_api::url::{HttpUrl, UrlShape};
+        use celld_api::validate::formats::parse_quantity;
         let re = |p: &str| regex::Regex::new(p).expect("pattern compiles");
         let (cpu, mem) = (re(CPU_QUANTITY_PATTERN), re(MEMORY_QUANTITY_PATTERN));
         for q in [
@@ -291,10 +292,10 @@ mod tests {
             "ftp://x",
             "http://u:p@host",
         ] {
-            if parse_origin(u).is_some() {
+            if HttpUrl::parse(u, UrlShape::Origin).is_ok() {
                 assert!(origin.is_match(u), "origin {u}");
             }
-            if parse_base_url(u).is_some() {
+            if HttpUrl::parse(u, UrlShape::Base).is_ok() {
                 assert!(base.is_match(u), "base URL {u}");
             }
         }

@@ -8,7 +8,8 @@
 
 pub mod admission;
 pub mod argocd_cmp;
-pub mod rbac;
+
+use celld_api::rbac;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,8 +18,8 @@ use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
 use crate::api::{CelldBucketReservation, CelldFleet, labels};
-use crate::healer_flags as flags;
 use crate::render::yaml::block;
+use celld_api::healer_flags as flags;
 
 /// The Argo CD health check for CelldFleet (Lua, run by Argo CD with `obj` set).
 pub const HEALTH_LUA: &str = include_str!("../../install/argocd/celldfleet-health.lua");
@@ -219,7 +220,7 @@ fn crd_object(mut crd: Value) -> Value {
     crd
 }
 
-/// The healer's command line, every flag named by [`crate::healer_flags`].
+/// The healer's command line, every flag named by [`celld_api::healer_flags`].
 fn args(o: &InstallOptions, unit: Unit) -> Vec<String> {
     let mut a = vec![
         flags::arg(flags::METRICS_ADDR, &format!("0.0.0.0:{METRICS_PORT}")),

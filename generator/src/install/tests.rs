@@ -328,7 +328,7 @@ fn the_crd_carries_every_bound_from_its_constant() {
     use crate::api::{
         BucketWorkload, CapacityMode, PlacementMode, Profile, Sampler, bounds_table, cel,
     };
-    use crate::validate::formats as f;
+    use celld_api::validate::formats as f;
     use serde_json::json;
 
     let objs: BTreeMap<String, Value> = objects(&InstallOptions::default()).into_iter().collect();
@@ -606,7 +606,7 @@ fn the_editor_schema_carries_the_bounds_too() {
     );
     assert_eq!(
         spec["identity"]["pattern"],
-        crate::validate::formats::identity_pattern()
+        celld_api::validate::formats::identity_pattern()
     );
 }
 

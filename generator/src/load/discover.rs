@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::Skipped;
-use crate::diagnostic::Diagnostic;
+use celld_api::diagnostic::Diagnostic;
 
 /// First bytes of every file celld-gen writes (`render` and `install` headers alike): a
 /// folder whose `kustomization.yaml` starts with it is output, never input.

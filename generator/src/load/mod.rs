@@ -1,36 +1,17 @@
 //! Finding and reading fleet files: paths and directories in, validated fleets or every
-//! problem out. Discovery ([`discover`]) decides which files are read; validation
-//! ([`crate::validate`]) decides what each file holds.
+//! problem out. Discovery ([`discover`]) decides which files are read and this module
+//! reads them; validation ([`crate::validate`], which knows nothing of files) decides
+//! what each text holds.
 
 pub mod discover;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
-use crate::api::CelldFleet;
-use crate::diagnostic::Diagnostic;
+use crate::api::validate::ValidatedFleet;
+pub use crate::validate::{LoadedFleet, Skipped, Source};
+use celld_api::diagnostic::Diagnostic;
 
 pub use discover::Options;
-
-/// A fleet file that parsed and passed validation.
-#[derive(Clone, Debug)]
-pub struct LoadedFleet {
-    /// Where it came from.
-    pub path: PathBuf,
-    /// The fleet, exactly as written (defaults are applied by accessors, not stored).
-    pub fleet: CelldFleet,
-}
-
-/// A file or folder that was found but not read as a fleet, and why (shown with `-v` and
-/// in `check --format json`, so skipping is never silent).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Skipped {
-    /// The file or folder.
-    pub path: PathBuf,
-    /// Why it was not read as a fleet.
-    pub reason: String,
-}
 
 /// Everything a load found: the fleets (or every problem) and what was skipped.
 #[derive(Debug)]
@@ -125,18 +106,6 @@ fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
         .map_err(std::io::Error::other)
 }
 
-/// A file's text, and whether it was named on the command line (a named file must hold a
-/// fleet; a file found in a directory may hold other YAML).
-#[derive(Clone, Debug)]
-pub struct Source {
-    /// The path as the user wrote it, or as found below a directory they named.
-    pub path: PathBuf,
-    /// The contents.
-    pub text: String,
-    /// Named on the command line.
-    pub explicit: bool,
-}
-
 /// Reads a file (or standard input) as UTF-8; invalid UTF-8 is reported at its line,
 /// column and byte offset. `shown` names it in diagnostics.
 fn read_text(arg: &Path, shown: &Path) -> Result<String, Diagnostic> {
@@ -172,6 +141,6 @@ fn read_text(arg: &Path, shown: &Path) -> Result<String, Diagnostic> {
 }
 
 /// Parses and validates one fleet file from text (`path` is used in diagnostics only).
-pub fn load_str(path: &Path, text: &str) -> Result<CelldFleet, Vec<Diagnostic>> {
+pub fn load_str(path: &Path, text: &str) -> Result<ValidatedFleet, Vec<Diagnostic>> {
     crate::validate::load_str(path, text)
 }

@@ -104,7 +104,10 @@ pub fn rendered_fleets(dir: &Path) -> BTreeMap<String, (PathBuf, CelldFleet)> {
             continue;
         };
         if let Ok(fleet) = crate::load::load_str(&file, &text) {
-            out.insert(format!("{}/{}", parts[0], parts[1]), (file, fleet));
+            out.insert(
+                format!("{}/{}", parts[0], parts[1]),
+                (file, fleet.into_fleet()),
+            );
         }
     }
     out

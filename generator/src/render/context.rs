@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::api::{
-    CapacityMode, CelldFleet, Egress, PlacementMode, Profile, labels, reservation_name,
-};
+use crate::api::url::{HttpUrl, Scheme};
+use crate::api::validate::ValidatedFleet;
+use crate::api::{CapacityMode, Egress, PlacementMode, Profile, labels, reservation_name};
 
 /// Label and annotation keys, from [`crate::api::labels`], so templates and the healer can
 /// never spell one differently.
@@ -275,24 +275,21 @@ pub struct ContextError {
 
 impl FleetContext {
     /// Computes the template context of a validated fleet, with default options.
-    pub fn new(fleet: &CelldFleet) -> Result<FleetContext, ContextError> {
+    pub fn new(fleet: &ValidatedFleet) -> Result<FleetContext, ContextError> {
         Self::with_options(fleet, &crate::render::RenderOptions::default())
     }
 
     /// Computes the template context of a validated fleet.
+    /// Validation already refused everything this could trip on (a missing name, a
+    /// PersistentFleet without a storage class, routing with both or neither of gateway
+    /// and ingress, a URL without a port), so nothing here checks it again.
     pub fn with_options(
-        fleet: &CelldFleet,
+        fleet: &ValidatedFleet,
         options: &crate::render::RenderOptions,
     ) -> Result<FleetContext, ContextError> {
         let spec = &fleet.spec;
         let name = fleet.metadata.name.clone().unwrap_or_default();
         let namespace = fleet.metadata.namespace.clone().unwrap_or_default();
-        if name.is_empty() || namespace.is_empty() {
-            return Err(ContextError {
-                field: "metadata".into(),
-                message: "the fleet needs metadata.name and metadata.namespace".into(),
-            });
-        }
         let bucket_profile = spec.profile == Profile::Bucket;
         let stateful = spec.is_stateful_set();
         let peers_service = format!("{name}-peers");
@@ -302,35 +299,26 @@ impl FleetContext {
             prefix: spec.storage.prefix.clone(),
         };
         let size = format!("{}Gi", spec.size_gib());
+        // Validation requires a storage class of every PersistentFleet.
         let claim = match spec.profile {
-            Profile::PersistentFleet => Some(Claim {
-                storage_class: spec.storage.storage_class_name.clone().ok_or_else(|| {
-                    ContextError {
-                        field: "spec.storage.storageClassName".into(),
-                        message: "PersistentFleet needs a storage class".into(),
-                    }
-                })?,
-                size: size.clone(),
-            }),
+            Profile::PersistentFleet => {
+                spec.storage
+                    .storage_class_name
+                    .clone()
+                    .map(|storage_class| Claim {
+                        storage_class,
+                        size: size.clone(),
+                    })
+            }
             Profile::Bucket => None,
         };
 
         let mut egress = Vec::new();
-        if let Some(ep) = &spec.storage.endpoint {
-            egress.push(egress_rule(
-                "storage endpoint",
-                &ep.url,
-                ep.egress.as_ref(),
-                "spec.storage.endpoint.url",
-            )?);
+        if let (Some(ep), Some(url)) = (&spec.storage.endpoint, fleet.storage_endpoint()) {
+            egress.push(egress_rule("storage endpoint", url, ep.egress.as_ref()));
         }
-        if let Some(t) = &spec.telemetry {
-            egress.push(egress_rule(
-                "telemetry collector",
-                &t.collector_url,
-                Some(&t.egress),
-                "spec.telemetry.collectorURL",
-            )?);
+        if let (Some(t), Some(url)) = (&spec.telemetry, fleet.collector()) {
+            egress.push(egress_rule("telemetry collector", url, Some(&t.egress)));
         }
 
         let routing = spec.routing.as_ref().map(|r| RoutingContext {
@@ -349,15 +337,6 @@ impl FleetContext {
                 annotations: i.annotations.clone().filter(|a| !a.is_empty()),
             }),
         });
-        if let Some(r) = &routing
-            && r.gateway.is_some() == r.ingress.is_some()
-        {
-            return Err(ContextError {
-                field: "spec.routing".into(),
-                message: "routing needs exactly one of gateway or ingress".into(),
-            });
-        }
-
         let spec_value = serde_json::to_value(spec).map_err(|e| ContextError {
             field: "spec".into(),
             message: e.to_string(),
@@ -410,7 +389,7 @@ impl FleetContext {
 /// The container environment, in the anchor operator's order: downward-API and fixed
 /// runtime settings, optional tuning, the storage endpoint, the user's entries in their
 /// order, then telemetry. Entries that reference `$(VAR)` come after `VAR`.
-pub fn env(fleet: &CelldFleet, name: &str, namespace: &str) -> Vec<EnvEntry> {
+pub fn env(fleet: &ValidatedFleet, name: &str, namespace: &str) -> Vec<EnvEntry> {
     let spec = &fleet.spec;
     let bucket = spec.profile == Profile::Bucket;
     let mut env = vec![
@@ -451,7 +430,7 @@ pub fn env(fleet: &CelldFleet, name: &str, namespace: &str) -> Vec<EnvEntry> {
     }
     if let Some(ep) = &spec.storage.endpoint {
         env.push(EnvEntry::value("S3_ENDPOINT", ep.url.clone()));
-        if scheme(&ep.url) == Some("http") {
+        if fleet.storage_endpoint().map(HttpUrl::scheme) == Some(Scheme::Http) {
             env.push(EnvEntry::value("AWS_ALLOW_HTTP", "true"));
         }
         env.push(EnvEntry::secret(
@@ -503,51 +482,13 @@ pub fn env(fleet: &CelldFleet, name: &str, namespace: &str) -> Vec<EnvEntry> {
     env
 }
 
-/// `http` or `https` (lowercase) if `url` starts with one of them.
-fn scheme(url: &str) -> Option<&'static str> {
-    let (s, _) = url.split_once("://")?;
-    if s.eq_ignore_ascii_case("http") {
-        Some("http")
-    } else if s.eq_ignore_ascii_case("https") {
-        Some("https")
-    } else {
-        None
-    }
-}
-
-/// The TCP port of an HTTP(S) URL: the explicit port, else 443 for https, else 80.
-pub fn url_port(url: &str) -> Option<u16> {
-    let scheme = scheme(url)?;
-    let rest = &url[url.find("://")? + 3..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let port = if let Some(v6) = host_port.strip_prefix('[') {
-        let (_, after) = v6.split_once(']')?;
-        after.strip_prefix(':')
-    } else {
-        host_port.rsplit_once(':').map(|(_, p)| p)
-    };
-    match port {
-        Some(p) => p.parse().ok().filter(|p| *p > 0),
-        None => Some(if scheme == "https" { 443 } else { 80 }),
-    }
-}
-
-fn egress_rule(
-    purpose: &'static str,
-    url: &str,
-    egress: Option<&Egress>,
-    field: &str,
-) -> Result<EgressRule, ContextError> {
-    let port = url_port(url).ok_or_else(|| ContextError {
-        field: field.to_owned(),
-        message: format!("cannot find the port of {url:?}"),
-    })?;
+fn egress_rule(purpose: &'static str, url: &HttpUrl, egress: Option<&Egress>) -> EgressRule {
+    let port = url.port();
     let (cidr, pod_labels, namespace) = match egress {
         None => (None, None, None),
         Some(e) => (e.cidr.clone(), e.pod_labels.clone(), e.namespace.clone()),
     };
-    Ok(EgressRule {
+    EgressRule {
         purpose,
         // Pod labels win if both were given (the validator refuses that).
         cidr: if pod_labels.is_some() { None } else { cidr },
@@ -558,7 +499,7 @@ fn egress_rule(
         },
         pod_labels,
         port,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -601,19 +542,5 @@ mod tests {
             "ServerSideApply=true,Prune=false,Delete=confirm"
         );
         assert_eq!(mine["team"], "a");
-    }
-
-    #[test]
-    fn url_ports() {
-        assert_eq!(url_port("http://minio.store:9000"), Some(9000));
-        assert_eq!(url_port("http://minio.store"), Some(80));
-        assert_eq!(url_port("https://s3.example.com/"), Some(443));
-        assert_eq!(url_port("HTTPS://s3.example.com"), Some(443));
-        assert_eq!(url_port("http://[fd00::1]:4318/v1"), Some(4318));
-        assert_eq!(url_port("http://[fd00::1]"), Some(80));
-        assert_eq!(url_port("http://10.0.0.5:4318/otlp?x#y"), Some(4318));
-        assert_eq!(url_port("ftp://x"), None);
-        assert_eq!(url_port("http://x:0"), None);
-        assert_eq!(url_port("http://x:99999"), None);
     }
 }

@@ -26,16 +26,16 @@ pub mod roundtrip;
 pub mod templates;
 pub mod yaml;
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use minijinja::Value;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{CelldFleet, labels};
-use crate::diagnostic::Diagnostic;
+use crate::api::labels;
+use crate::api::validate::ValidatedFleet;
 use crate::load::LoadedFleet;
+use celld_api::diagnostic::Diagnostic;
 use context::FleetContext;
 use templates::ENV;
 
@@ -175,13 +175,13 @@ impl Default for RenderOptions {
 
 /// The objects of one fleet, in the order they should be applied, each checked by
 /// parsing it back into its typed form, with the default [`RenderOptions`].
-pub fn render_fleet(fleet: &CelldFleet) -> Result<RenderedFleet, RenderError> {
+pub fn render_fleet(fleet: &ValidatedFleet) -> Result<RenderedFleet, RenderError> {
     render_fleet_with(fleet, &RenderOptions::default())
 }
 
 /// [`render_fleet`] with explicit options.
 pub fn render_fleet_with(
-    fleet: &CelldFleet,
+    fleet: &ValidatedFleet,
     options: &RenderOptions,
 ) -> Result<RenderedFleet, RenderError> {
     render_fleet_in(&ENV, fleet, options)
@@ -190,7 +190,7 @@ pub fn render_fleet_with(
 /// [`render_fleet_with`] with the templates of `env` (see [`templates::environment`]).
 pub fn render_fleet_in(
     env: &minijinja::Environment<'_>,
-    fleet: &CelldFleet,
+    fleet: &ValidatedFleet,
     options: &RenderOptions,
 ) -> Result<RenderedFleet, RenderError> {
     let ctx = FleetContext::with_options(fleet, options).map_err(|e| RenderError {
@@ -365,9 +365,10 @@ impl Bundle {
     }
 }
 
-/// Renders every loaded fleet into a bundle, or returns every problem: fleets that
-/// cannot be rendered, and fleets that conflict with each other (same namespace and
-/// name, same identity, same bucket and prefix). Default [`RenderOptions`].
+/// Renders every loaded fleet into a bundle, or returns every problem. The fleets are a
+/// set [`crate::load`] returned, so validation already refused fleets that conflict with
+/// each other ([`crate::validate`]: same namespace and name, same identity, overlapping
+/// storage). Default [`RenderOptions`].
 pub fn render_all(fleets: &[LoadedFleet]) -> Result<Bundle, Vec<Diagnostic>> {
     render_all_with(fleets, &RenderOptions::default())
 }
@@ -388,7 +389,7 @@ pub fn render_all_with(
         key(a).cmp(&key(b)).then_with(|| a.path.cmp(&b.path))
     });
 
-    let mut problems = conflicts(&sorted);
+    let mut problems = Vec::new();
     let rendered = render_each(&sorted, options);
     let mut out = Vec::with_capacity(sorted.len());
     for (f, r) in sorted.iter().zip(rendered) {
@@ -475,68 +476,4 @@ fn diagnostic(path: &Path, field: &str, message: String) -> Diagnostic {
         message,
         expected: String::new(),
     }
-}
-
-/// Fleets that cannot live side by side: the same folder (namespace and name), the same
-/// identity, or the same bucket and prefix (one reservation object, two owners).
-fn conflicts(fleets: &[&LoadedFleet]) -> Vec<Diagnostic> {
-    let mut problems = Vec::new();
-    let mut by_folder: BTreeMap<(String, String), &PathBuf> = BTreeMap::new();
-    let mut by_identity: BTreeMap<&str, &PathBuf> = BTreeMap::new();
-    let mut by_scope: BTreeMap<(&str, Option<&str>), &PathBuf> = BTreeMap::new();
-    for f in fleets {
-        let m = &f.fleet.metadata;
-        let s = &f.fleet.spec;
-        let folder = (
-            m.namespace.clone().unwrap_or_default(),
-            m.name.clone().unwrap_or_default(),
-        );
-        if let Some(first) = by_folder.get(&folder) {
-            problems.push(diagnostic(
-                &f.path,
-                "metadata.name",
-                format!(
-                    "fleet {}/{} is also defined in {}",
-                    folder.0,
-                    folder.1,
-                    first.display()
-                ),
-            ));
-        } else {
-            by_folder.insert(folder, &f.path);
-        }
-        if let Some(first) = by_identity.get(s.identity.as_str()) {
-            problems.push(diagnostic(
-                &f.path,
-                "spec.identity",
-                format!(
-                    "identity {} is also used by the fleet in {}; every fleet needs its own (run `celld-gen init` for a fresh one)",
-                    s.identity,
-                    first.display()
-                ),
-            ));
-        } else {
-            by_identity.insert(&s.identity, &f.path);
-        }
-        let scope = (s.storage.bucket.as_str(), s.storage.prefix.as_deref());
-        if let Some(first) = by_scope.get(&scope) {
-            problems.push(diagnostic(
-                &f.path,
-                "spec.storage.bucket",
-                format!(
-                    "bucket {}{} is also used by the fleet in {}; a bucket and prefix belong to one fleet",
-                    s.storage.bucket,
-                    s.storage
-                        .prefix
-                        .as_deref()
-                        .map(|p| format!(" with prefix {p}"))
-                        .unwrap_or_default(),
-                    first.display()
-                ),
-            ));
-        } else {
-            by_scope.insert(scope, &f.path);
-        }
-    }
-    problems
 }

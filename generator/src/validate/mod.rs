@@ -1,59 +1,52 @@
-//! Validation of fleet files, in three passes over a located YAML tree:
-//! 1. [`yaml`]: syntax, with refusal of anchors, tags and duplicate keys;
-//! 2. [`schema`]: shape, against the CRD's own schema: every unknown field and wrong type;
-//! 3. [`rules`]: meaning: formats, ranges, combinations, reserved names.
-//!
-//! Then fleets are checked against each other (identity, bucket, name). Every problem is
-//! reported with file, line, column, field, what is wrong and what would be valid.
+//! Validation of fleet files' texts: each document is classified (a fleet, a near miss
+//! that would drop a fleet, or other YAML), each fleet is validated by
+//! [`celld_api::validate`] (the checks the healer also runs on live objects), then fleets
+//! are checked against each other (identity, bucket, name). Every problem is reported
+//! with file, line, column, field, what is wrong and what would be valid. Reading files
+//! is [`crate::load`]'s job; this module never touches the file system.
 
-pub mod formats;
-pub mod rules;
-pub mod schema;
-pub mod templates;
-pub mod yaml;
+use celld_api::validate::{Problem, edit_distance, rules, yaml};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::api::{CelldFleet, labels};
-use crate::diagnostic::Diagnostic;
-use crate::load::{LoadedFleet, Skipped, Source};
+use serde::Serialize;
+
+use crate::api::labels;
+use crate::api::validate::ValidatedFleet;
+use crate::api::validate::{syntax_diagnostic, validate_doc};
+use celld_api::diagnostic::Diagnostic;
 use yaml::{Node, Pos};
 
-/// A problem inside one document; the file is added when it becomes a [`Diagnostic`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct Problem {
-    /// Where.
-    pub pos: Pos,
-    /// Field path.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-    /// What would be valid.
-    pub expected: String,
+/// A fleet file that parsed and passed validation.
+#[derive(Clone, Debug)]
+pub struct LoadedFleet {
+    /// Where it came from.
+    pub path: PathBuf,
+    /// The fleet, exactly as written (defaults are applied by accessors, not stored).
+    pub fleet: ValidatedFleet,
 }
 
-impl Problem {
-    /// A problem at `pos`.
-    pub fn new(pos: Pos, field: &str, message: impl Into<String>, expected: &str) -> Self {
-        Problem {
-            pos,
-            field: field.to_string(),
-            message: message.into(),
-            expected: expected.to_string(),
-        }
-    }
+/// A file or folder that was found but not read as a fleet, and why (shown with `-v` and
+/// in `check --format json`, so skipping is never silent).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Skipped {
+    /// The file or folder.
+    pub path: PathBuf,
+    /// Why it was not read as a fleet.
+    pub reason: String,
+}
 
-    fn into_diagnostic(self, file: &Path) -> Diagnostic {
-        Diagnostic {
-            file: file.to_path_buf(),
-            line: self.pos.line,
-            column: self.pos.column,
-            field: self.field,
-            message: self.message,
-            expected: self.expected,
-        }
-    }
+/// A file's text, and whether it was named on the command line (a named file must hold a
+/// fleet; a file found in a directory may hold other YAML).
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The path as the user wrote it, or as found below a directory they named.
+    pub path: PathBuf,
+    /// The contents.
+    pub text: String,
+    /// Named on the command line.
+    pub explicit: bool,
 }
 
 fn file_problem(file: &Path, message: impl Into<String>, expected: &str) -> Diagnostic {
@@ -64,7 +57,7 @@ fn file_problem(file: &Path, message: impl Into<String>, expected: &str) -> Diag
 struct Parsed {
     path: PathBuf,
     doc: Node,
-    fleet: CelldFleet,
+    fleet: ValidatedFleet,
 }
 
 /// Whether a document is a fleet at all (so directories may hold other YAML).
@@ -77,26 +70,6 @@ fn is_fleet_doc(doc: &Node) -> bool {
 enum NotAFleet {
     NearMiss(Problem),
     Other(String),
-}
-
-/// Edit distance between two strings (Levenshtein, by characters).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == cb {
-                prev
-            } else {
-                1 + prev.min(cur).min(row[j])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// Largest edit distance still taken for a typo of `CelldFleet` (case aside).
@@ -206,36 +179,6 @@ fn is_rendered(doc: &Node) -> bool {
         == Some(labels::MANAGED_BY_VALUE)
 }
 
-/// Validates one document already known to be a fleet.
-fn validate_doc(doc: &Node) -> Result<CelldFleet, Vec<Problem>> {
-    validate_doc_inner(doc).map_err(|mut problems| {
-        templates::add_hints(doc, &mut problems);
-        problems
-    })
-}
-
-fn validate_doc_inner(doc: &Node) -> Result<CelldFleet, Vec<Problem>> {
-    let mut problems = Vec::new();
-    schema::check_document(doc, &mut problems);
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let fleet: CelldFleet = serde_json::from_value(doc.to_json()).map_err(|e| {
-        vec![Problem::new(
-            doc.pos,
-            "",
-            format!("the fleet could not be read: {e}"),
-            "a CelldFleet as `celld-gen schema` describes it",
-        )]
-    })?;
-    let problems = rules::check_fleet(doc, &fleet);
-    if problems.is_empty() {
-        Ok(fleet)
-    } else {
-        Err(problems)
-    }
-}
-
 /// Whether a file holds nothing but whitespace, comments and document markers.
 fn is_blank(docs: &[Node]) -> bool {
     docs.iter().all(|d| matches!(d.kind, yaml::Kind::Null))
@@ -301,41 +244,8 @@ fn parse_file(
     Ok((out, skipped))
 }
 
-/// A YAML syntax error, with the duplicate key's name and first place, or a hint when
-/// the text looks like a Helm template.
-fn syntax_diagnostic(path: &Path, text: &str, e: &yaml::SyntaxError) -> Diagnostic {
-    let mut message = format!("invalid YAML: {}", e.message);
-    let mut expected = String::new();
-    if let Some(dup) = yaml::find_duplicate_key(text) {
-        return Diagnostic {
-            file: path.to_path_buf(),
-            line: dup.second.line,
-            column: dup.second.column,
-            field: dup.path.clone(),
-            message: format!(
-                "duplicate key `{}`: it first appears at line {}, column {}",
-                dup.name, dup.first.line, dup.first.column
-            ),
-            expected: "each key once per mapping; keep one of the two".to_owned(),
-        };
-    }
-    let line_text = text.lines().nth(e.pos.line.saturating_sub(1)).unwrap_or("");
-    if templates::looks_templated(line_text) {
-        message.push_str(&format!("; {}", templates::HINT));
-        expected = "plain YAML values".to_owned();
-    }
-    Diagnostic {
-        file: path.to_path_buf(),
-        line: e.pos.line.max(1),
-        column: e.pos.column.max(1),
-        field: String::new(),
-        message,
-        expected,
-    }
-}
-
 /// See [`crate::load::load_str`].
-pub fn load_str(path: &Path, text: &str) -> Result<CelldFleet, Vec<Diagnostic>> {
+pub fn load_str(path: &Path, text: &str) -> Result<ValidatedFleet, Vec<Diagnostic>> {
     let (mut parsed, _) = parse_file(path, text, true)?;
     if parsed.len() != 1 {
         return Err(vec![file_problem(
@@ -387,12 +297,6 @@ pub fn load_sources(
             .cmp(&(&b.fleet.metadata.namespace, &b.fleet.metadata.name))
     });
     Ok(fleets)
-}
-
-/// See [`crate::load::load_paths`].
-#[cfg(test)]
-pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
-    crate::load::load_paths(paths)
 }
 
 /// Fleets that would collide in the cluster or in the bucket.

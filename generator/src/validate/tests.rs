@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::diagnostic::Diagnostic;
+use celld_api::diagnostic::Diagnostic;
 
 const DIGEST: &str = "1c0d854cd2af39fa439f163d5b88a19c7bccefd25fe35e2c0e1f43b3d886f424";
 
@@ -856,7 +856,7 @@ fn fleets_may_not_share_identity_bucket_or_name() {
     std::fs::write(dir.join("a.yaml"), base()).expect("write");
     let b = base().replace("name: alpha", "name: beta");
     std::fs::write(dir.join("b.yaml"), &b).expect("write");
-    let d = super::load_paths(std::slice::from_ref(&dir))
+    let d = crate::load::load_paths(std::slice::from_ref(&dir))
         .err()
         .unwrap_or_default();
     let msgs: Vec<String> = d
@@ -874,7 +874,7 @@ fn fleets_may_not_share_identity_bucket_or_name() {
             "region: us-east-1\n    prefix: team-b\n",
         );
     std::fs::write(dir.join("b.yaml"), &c).expect("write");
-    let d = super::load_paths(std::slice::from_ref(&dir))
+    let d = crate::load::load_paths(std::slice::from_ref(&dir))
         .err()
         .unwrap_or_default();
     assert_eq!(d.len(), 1, "{d:#?}");
@@ -883,7 +883,7 @@ fn fleets_may_not_share_identity_bucket_or_name() {
         "region: us-east-1\n    prefix: team-a\n",
     );
     std::fs::write(dir.join("a.yaml"), &a2).expect("write");
-    let ok = super::load_paths(std::slice::from_ref(&dir));
+    let ok = crate::load::load_paths(std::slice::from_ref(&dir));
     assert!(ok.is_ok(), "{ok:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -900,10 +900,10 @@ fn directories_skip_other_yaml_and_rendered_output() {
         "  namespace: apps\n  labels:\n    app.kubernetes.io/managed-by: celld-gen\n",
     );
     std::fs::write(dir.join("out").join("celldfleet.yaml"), rendered).expect("write");
-    let fleets = super::load_paths(std::slice::from_ref(&dir)).unwrap_or_default();
+    let fleets = crate::load::load_paths(std::slice::from_ref(&dir)).unwrap_or_default();
     assert_eq!(fleets.len(), 1);
     // Named explicitly, a file without a fleet is an error.
-    let d = super::load_paths(&[dir.join("kustomization.yaml")])
+    let d = crate::load::load_paths(&[dir.join("kustomization.yaml")])
         .err()
         .unwrap_or_default();
     assert!(d[0].message.contains("no CelldFleet"), "{d:?}");

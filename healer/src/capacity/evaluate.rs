@@ -26,8 +26,12 @@
 //! - E13 durable actions: a change of the applied count since the last evaluation is
 //!   recorded as an action (cooldowns, redistribution baseline, pending window).
 //! - E14 external: External mode evaluates nothing (`ExternalOwner`).
+//!
+//! Over 500 lines on purpose: the rules above are one ordered pass over one history
+//! (evidence, redistribution, policy and reasons are already their own modules), and
+//! the order is what makes them right, so it stays readable in one file.
 
-use celld_gen::api::CapacityMode;
+use celld_api::CapacityMode;
 
 use super::evidence;
 use super::history::{History, Load, Remembered, Stamp};
@@ -263,7 +267,7 @@ fn step(
 
     // Rule E1 (valid input).
     if !policy::valid(p)
-        || !(1..=celld_gen::api::defaults::MAX_MEMBERS).contains(&current)
+        || !(1..=celld_api::defaults::MAX_MEMBERS).contains(&current)
         || o.at.0 <= 0
         || o.at > now
         || after(h.last_observation)

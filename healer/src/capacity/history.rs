@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::reasons::Reason;
-use celld_gen::api::CapacityMode;
+use celld_api::CapacityMode;
 
 /// The format version written; anything else read back is dropped, never guessed at.
 pub const VERSION: u32 = 1;

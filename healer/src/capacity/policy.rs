@@ -1,8 +1,8 @@
 //! The effective policy (spec.capacity with defaults, from the generator's API types):
 //! whether it can be evaluated, and a fingerprint that changes when any field does.
 
-pub use celld_gen::api::defaults::CapacityPolicy as Policy;
-use celld_gen::api::defaults::{self as d, Bounds};
+pub use celld_api::defaults::CapacityPolicy as Policy;
+use celld_api::defaults::{self as d, Bounds};
 
 fn within(v: i32, b: Bounds<i32>) -> bool {
     (b.min..=b.max).contains(&v)

@@ -2,8 +2,8 @@
 //! the stabilization window, and never outside [minMembers, maxMembers] except by a
 //! manual edit.
 
-use celld_gen::api::CapacityMode;
-use celld_gen::api::defaults::CAPACITY_DEFAULTS;
+use celld_api::CapacityMode;
+use celld_api::defaults::CAPACITY_DEFAULTS;
 use proptest::prelude::*;
 
 use super::evaluate::{Applied, evaluate};

@@ -1,7 +1,7 @@
 //! Unit tests of the evaluator, one or more per rule and per reason (named after them).
 
-use celld_gen::api::CapacityMode;
-use celld_gen::api::defaults::CAPACITY_DEFAULTS;
+use celld_api::CapacityMode;
+use celld_api::defaults::CAPACITY_DEFAULTS;
 
 use super::evaluate::{Applied, Decision, evaluate};
 use super::history::{History, HistoryError, MAX_BYTES, MAX_ENTRIES, VERSION};

@@ -5,7 +5,7 @@
 //! receives its conclusion in [`crate::snapshot::CapacitySignal`] and applies one executor
 //! with the same safety checks to every mode.
 
-use celld_gen::api::{CapacityMode, CapacityStatus};
+use celld_api::{CapacityMode, CapacityStatus};
 
 use super::Ctx;
 
@@ -29,7 +29,7 @@ pub(crate) fn compute(cx: &mut Ctx) -> Target {
     let mut t = target(cx);
     // Belt and braces behind validation and the CRD bounds: the target never leaves
     // [0, the member limit], whatever a spec or a `/scale` writer says.
-    t.members = t.members.clamp(0, celld_gen::api::defaults::MAX_MEMBERS);
+    t.members = t.members.clamp(0, celld_api::defaults::MAX_MEMBERS);
     cx.target = Some(t.clone());
     t
 }
@@ -42,12 +42,12 @@ fn target(cx: &Ctx) -> Target {
     let Some(policy) = &f.capacity else {
         // Rule K1 (manual): spec.members decides.
         return Target {
-            members: members.unwrap_or(celld_gen::api::defaults::MEMBERS),
+            members: members.unwrap_or(celld_api::defaults::MEMBERS),
             needs_evidence: false,
             status: None,
         };
     };
-    let declared = members.unwrap_or(celld_gen::api::defaults::MEMBERS);
+    let declared = members.unwrap_or(celld_api::defaults::MEMBERS);
     let recommendation = |mode, reason: &str, message: &str, desired| CapacityStatus {
         mode,
         reason: reason.to_string(),
@@ -141,9 +141,7 @@ fn target(cx: &Ctx) -> Target {
         CapacityMode::External => {
             // Rule K5 (External): the one `/scale` writer owns spec.members; until it
             // sets one, hold the applied count.
-            let members_now = members
-                .or(applied)
-                .unwrap_or(celld_gen::api::defaults::MEMBERS);
+            let members_now = members.or(applied).unwrap_or(celld_api::defaults::MEMBERS);
             Target {
                 members: members_now,
                 needs_evidence: true,

@@ -3,7 +3,7 @@
 //! growing back reattaches it. Automatic and External contraction also need evidence
 //! that the survivors can absorb the removed member's load.
 
-use celld_gen::api::labels::member_name;
+use celld_api::labels::member_name;
 
 use super::capacity::Target;
 use super::growth::set_replicas;

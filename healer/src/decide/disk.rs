@@ -19,7 +19,7 @@
 //! - R7 (crash loop): a crash-looping member is reported `Blocked/MemberCrashLooping` once
 //!   the replacement delay passed; its disk is never replaced automatically.
 
-use celld_gen::api::labels::member_name;
+use celld_api::labels::member_name;
 
 use super::{Ctx, Outcome, Reason};
 use crate::plan::{Action, Handoff, HandoffCause};

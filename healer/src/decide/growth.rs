@@ -7,8 +7,8 @@
 //! zonal disk is pinned to that zone, and the zone spread counts only Pods already on
 //! nodes, so a fresh disk created alongside could take the zone a kept-disk member needs.
 
-use celld_gen::api::Profile;
-use celld_gen::api::labels::member_name;
+use celld_api::Profile;
+use celld_api::labels::member_name;
 
 use super::capacity::Target;
 use super::{Ctx, Outcome, Reason, Step};

@@ -16,7 +16,7 @@
 //! A status edit, a missing Pod or a missing object never leads to a claim deletion here:
 //! only a committed record on a held, terminating Pod does.
 
-use celld_gen::api::labels::CLAIM_TEMPLATE;
+use celld_api::labels::CLAIM_TEMPLATE;
 
 use super::{Ctx, Outcome};
 use crate::plan::{Action, ClaimDeletion};

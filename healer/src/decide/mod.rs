@@ -31,9 +31,9 @@ mod tests;
 #[cfg(test)]
 mod tests_safety;
 
-use celld_gen::api::Profile;
-use celld_gen::api::defaults::MAX_MEMBERS;
-use celld_gen::api::labels::{claim_ordinal, member_ordinal};
+use celld_api::Profile;
+use celld_api::defaults::MAX_MEMBERS;
+use celld_api::labels::{claim_ordinal, member_ordinal};
 
 use crate::config::Config;
 use crate::plan::{Action, Event, Plan};

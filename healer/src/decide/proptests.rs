@@ -2,7 +2,7 @@
 //! snapshot, `decide` deletes a claim or commits a handoff only when the conditions hold.
 //! The conditions are restated here independently of the rules' code.
 
-use celld_gen::api::labels::{claim_name, member_name};
+use celld_api::labels::{claim_name, member_name};
 use proptest::prelude::*;
 
 use crate::config::Config;
@@ -250,7 +250,7 @@ fn lifecycle_allowed(s: &Snapshot) -> bool {
 }
 
 fn handoff_justified(s: &Snapshot, pod: &str, now: Timestamp, cfg: &Config) -> bool {
-    let o = celld_gen::api::labels::member_ordinal("alpha", pod).unwrap();
+    let o = celld_api::labels::member_ordinal("alpha", pod).unwrap();
     let w = s.workload.as_ref().unwrap();
     let Some(p) = member_of(s, o) else {
         return false;
@@ -327,7 +327,7 @@ proptest! {
                 prop_assert!(!h.record.committed);
             }
             Some(Action::DeletePod { name, .. }) => {
-                let o = celld_gen::api::labels::member_ordinal("alpha", name).unwrap();
+                let o = celld_api::labels::member_ordinal("alpha", name).unwrap();
                 prop_assert!(own_claim(&s, o).is_some_and(|c| c.deletion.is_some()));
                 prop_assert!(lifecycle_allowed(&s) && zone_safe(&s, o));
             }

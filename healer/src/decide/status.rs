@@ -10,8 +10,8 @@
 //! The previous status only keeps transition times (and `blockedSince`) stable; it never
 //! changes a decision.
 
-use celld_gen::api::labels::IDENTITY;
-use celld_gen::api::{CelldFleetStatus, Condition, MemberStatus};
+use celld_api::labels::IDENTITY;
+use celld_api::{CelldFleetStatus, Condition, MemberStatus};
 
 use super::disk::crash_looping;
 use super::{Ctx, Outcome};

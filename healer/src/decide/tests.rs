@@ -1,7 +1,7 @@
 //! One test (at least) per rule: the action, the rule name and the reported reason.
 
-use celld_gen::api::CapacityMode;
-use celld_gen::api::Profile;
+use celld_api::CapacityMode;
+use celld_api::Profile;
 
 use crate::config::Config;
 use crate::decide;
@@ -14,7 +14,7 @@ fn plan(s: &Snapshot, now: Timestamp) -> Plan {
     decide(s, now, &Config::default())
 }
 
-fn cond<'a>(p: &'a Plan, t: &str) -> &'a celld_gen::api::Condition {
+fn cond<'a>(p: &'a Plan, t: &str) -> &'a celld_api::Condition {
     p.status
         .conditions
         .iter()
@@ -34,8 +34,8 @@ fn message(p: &Plan) -> &str {
     &cond(p, "Ready").message
 }
 
-fn policy(mode: CapacityMode) -> celld_gen::api::defaults::CapacityPolicy {
-    celld_gen::api::Capacity {
+fn policy(mode: CapacityMode) -> celld_api::defaults::CapacityPolicy {
+    celld_api::Capacity {
         mode: Some(mode),
         min_members: Some(3),
         max_members: Some(6),

@@ -349,7 +349,7 @@ fn r2_a_claim_lost_for_less_than_the_window_waits_and_asks_to_be_woken() {
 
 #[test]
 fn the_oldest_fleet_owns_a_shared_identity() {
-    use celld_gen::api::CelldFleet;
+    use celld_api::CelldFleet;
     use serde_json::json;
     let fleet = |ns: &str, name: &str, uid: &str, created: &str| -> CelldFleet {
         serde_json::from_value(json!({
@@ -378,7 +378,7 @@ fn the_oldest_fleet_owns_a_shared_identity() {
 
 #[test]
 fn the_live_spec_is_checked_with_the_generators_messages() {
-    use celld_gen::api::CelldFleet;
+    use celld_api::CelldFleet;
     use serde_json::json;
     let mut f: CelldFleet = serde_json::from_value(json!({
         "apiVersion": "fleet.celld.dev/v1alpha1", "kind": "CelldFleet",

@@ -34,8 +34,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use celld_gen::api::CelldFleet;
-use celld_gen::api::labels::{
+use celld_api::CelldFleet;
+use celld_api::labels::{
     FLEET_FINALIZER, HEALER_FIELD_MANAGER, REPLACEMENT_FINALIZER, REPLACEMENT_INDEX,
     REPLACEMENT_RECORD,
 };

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use celld_gen::api::labels::{CAPACITY_HISTORY, HEALER_FIELD_MANAGER};
-use celld_gen::api::{CelldBucketReservation, CelldFleet, reservation_name};
+use celld_api::labels::{CAPACITY_HISTORY, HEALER_FIELD_MANAGER};
+use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;

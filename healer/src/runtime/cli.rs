@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Result;
-use celld_gen::api::labels::HEALER_NAMESPACE;
-use celld_gen::healer_flags::{self as flags, FlagError, Shard, parse_duration};
+use celld_api::healer_flags::{self as flags, FlagError, Shard, parse_duration};
+use celld_api::labels::HEALER_NAMESPACE;
 use clap::{Parser, ValueEnum};
 
 use super::served::Served;
@@ -176,7 +176,7 @@ fn parse_shard(value: &str) -> Result<Shard, FlagError> {
 
 impl Args {
     /// The delays `decide` applies, checked against the bounds of
-    /// [`celld_gen::healer_flags`] (the ones `celld-gen install` checks too, so the
+    /// [`celld_api::healer_flags`] (the ones `celld-gen install` checks too, so the
     /// messages are the same).
     pub fn decide_config(&self) -> Result<Config> {
         if !self.allow_short_delays {

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use celld_gen::api::labels::IDENTITY;
+use celld_api::labels::IDENTITY;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;

@@ -27,7 +27,7 @@ use super::reconcile::{Reconciler, error_policy, reconcile};
 use super::served::Served;
 use super::watches::{self, Obj, WatchHealth};
 use crate::config::Config;
-use celld_gen::healer_flags::Shard;
+use celld_api::healer_flags::Shard;
 
 /// What the controller needs.
 pub struct Settings {

@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use celld_gen::api::CelldFleet;
-use celld_gen::api::labels::HEALER_FIELD_MANAGER;
+use celld_api::CelldFleet;
+use celld_api::labels::HEALER_FIELD_MANAGER;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

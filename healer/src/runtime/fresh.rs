@@ -14,8 +14,8 @@
 
 use std::collections::HashSet;
 
-use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
-use celld_gen::api::{CelldBucketReservation, CelldFleet, reservation_name};
+use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
+use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::ListParams;

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX};
-use celld_gen::api::{CelldFleet, reservation_name};
+use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX};
+use celld_api::{CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::ObjectRef;

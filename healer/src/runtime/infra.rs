@@ -21,7 +21,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use celld_gen::api::CelldFleet;
+use celld_api::CelldFleet;
+use celld_api::validate::validate_live;
 use celld_gen::render::{ObjectKind, render_fleet};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
@@ -108,13 +109,15 @@ impl ServiceDrift {
 
 /// The Services the generator renders for `fleet`.
 pub fn render_services(fleet: &CelldFleet) -> Result<Vec<(String, Value)>, String> {
-    // Render from the spec alone, as the generator does from the fleet file.
-    let mut clean = CelldFleet::new(
-        fleet.metadata.name.as_deref().unwrap_or_default(),
-        fleet.spec.clone(),
-    );
-    clean.metadata.namespace = fleet.metadata.namespace.clone();
-    let rendered = render_fleet(&clean).map_err(|e| e.to_string())?;
+    // Render from the name, namespace and spec alone, as the generator does from the
+    // fleet file; rendering takes only a validated fleet.
+    let valid = validate_live(fleet).map_err(|d| {
+        d.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    let rendered = render_fleet(&valid).map_err(|e| e.to_string())?;
     rendered
         .objects
         .iter()
@@ -269,7 +272,8 @@ mod rendering_tests {
         ))
         .unwrap();
         let fleet = celld_gen::load::load_str(std::path::Path::new("persistent.yaml"), &text)
-            .expect("example loads");
+            .expect("example loads")
+            .into_fleet();
         let services = render_services(&fleet).unwrap();
         assert_eq!(services.len(), 2, "{services:?}");
         let (name, peers) = services

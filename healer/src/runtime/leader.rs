@@ -54,7 +54,7 @@ use tracing::{debug, info, warn};
 
 use super::metrics::Metrics;
 #[cfg(doc)]
-use celld_gen::healer_flags::Shard;
+use celld_api::healer_flags::Shard;
 
 /// Where the lease lives and who this replica is.
 #[derive(Clone, Debug)]

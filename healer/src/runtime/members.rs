@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use celld_gen::api::ApplicationStatus;
-use celld_gen::api::CelldFleet;
+use celld_api::ApplicationStatus;
+use celld_api::CelldFleet;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::Pod;

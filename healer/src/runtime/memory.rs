@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use celld_gen::api::CelldFleet;
+use celld_api::CelldFleet;
 use kube::runtime::reflector::ObjectRef;
 
 use super::capacity::CapacityMemory;
@@ -158,7 +158,7 @@ mod tests {
                 key,
                 View {
                     at: Instant::now(),
-                    status: celld_gen::api::ApplicationStatus {
+                    status: celld_api::ApplicationStatus {
                         converged: "True".into(),
                         reason: "Converged".into(),
                         observed_members: 3,

@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use celld_gen::api::CelldFleet;
+use celld_api::CelldFleet;
 use kube::runtime::reflector::ObjectRef;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -351,8 +351,8 @@ impl Metrics {
     }
 }
 
-fn mode_name(m: celld_gen::api::CapacityMode) -> &'static str {
-    use celld_gen::api::CapacityMode as M;
+fn mode_name(m: celld_api::CapacityMode) -> &'static str {
+    use celld_api::CapacityMode as M;
     match m {
         M::Shadow => "Shadow",
         M::ScaleOut => "ScaleOut",

@@ -25,7 +25,7 @@
 //!   `/metrics`, `/healthz`, `/readyz` endpoints.
 //! - [`rbac`]: every verb on every resource the healer uses (re-exported from the table
 //!   `celld-gen install` renders).
-//! - [`cli`]: command-line flags, declared from [`celld_gen::healer_flags`].
+//! - [`cli`]: command-line flags, declared from [`celld_api::healer_flags`].
 
 pub mod act;
 pub mod capacity;
@@ -52,7 +52,7 @@ pub mod watches;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use celld_gen::healer_flags::Shard;
+use celld_api::healer_flags::Shard;
 use tracing::{info, warn};
 
 pub use cli::Args;

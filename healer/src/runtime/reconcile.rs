@@ -14,8 +14,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use celld_gen::api::CelldFleet;
-use celld_gen::healer_flags::Shard;
+use celld_api::CelldFleet;
+use celld_api::healer_flags::Shard;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::runtime::controller::Action as KAction;

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use anyhow::Result;
-use celld_gen::healer_flags::{self as flags, check_namespace};
+use celld_api::healer_flags::{self as flags, check_namespace};
 
 /// Which namespaces' fleets the healer reconciles and whose objects it watches.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use celld_gen::api::{CelldFleet, CelldFleetStatus};
+use celld_api::{CelldFleet, CelldFleetStatus};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
-use celld_gen::api::{CelldBucketReservation, CelldFleet, reservation_name};
+use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
+use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};

@@ -27,13 +27,20 @@
 //! at once, a crash loop or image error when it is fixed, a lost node that returns when
 //! it returns).
 
-mod model;
+mod controllers;
+mod faults;
+mod healer;
+mod invariants;
+mod run;
 #[cfg(test)]
 mod tests;
+mod world;
+mod writes;
 
+pub use run::run_seed;
 #[cfg(test)]
-pub use model::{Mutation, run_seed_mutated};
-pub use model::{Outcome, run_seed};
+pub use run::{Mutation, run_seed_mutated};
+pub use world::Outcome;
 
 use crate::time::Span;
 

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use celld_gen::api::CelldFleet;
+use celld_gen::api::validate::ValidatedFleet;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
@@ -116,6 +117,11 @@ spec:
 
 /// Parses and validates a fleet file with the generator.
 pub fn load_fleet(yaml: &str) -> Result<CelldFleet> {
+    validated(yaml).map(ValidatedFleet::into_fleet)
+}
+
+/// [`load_fleet`], keeping the proof of validity that rendering asks for.
+pub(crate) fn validated(yaml: &str) -> Result<ValidatedFleet> {
     celld_gen::load::load_str(Path::new("e2e-fleet.yaml"), yaml).map_err(|d| {
         anyhow!(
             "invalid test fleet:\n{}",
@@ -129,7 +135,10 @@ pub fn load_fleet(yaml: &str) -> Result<CelldFleet> {
 
 /// The rendered objects of a fleet, as JSON, in apply order.
 pub fn rendered_objects(fleet: &CelldFleet) -> Result<Vec<Value>> {
-    let r = celld_gen::render::render_fleet(fleet).map_err(|e| anyhow!("render: {e}"))?;
+    // Rendering takes only a validated fleet: validate this one again, as a file (JSON is
+    // YAML), since a test may have changed it after loading.
+    let valid = validated(&serde_json::to_string(fleet)?)?;
+    let r = celld_gen::render::render_fleet(&valid).map_err(|e| anyhow!("render: {e}"))?;
     r.objects
         .iter()
         .map(|o| serde_saphyr::from_str::<Value>(&o.yaml).map_err(|e| anyhow!("{}: {e}", o.file)))

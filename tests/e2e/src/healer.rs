@@ -7,8 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use celld_gen::api::healer_flags::{IDENTITY_ENV, METRICS_ADDR};
 use celld_gen::api::labels::HEALER_NAMESPACE;
-use celld_gen::healer_flags::{IDENTITY_ENV, METRICS_ADDR};
 
 use crate::*;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
-use celld_gen::healer_flags::Shard;
+use celld_gen::api::healer_flags::Shard;
 use k8s_openapi::api::events::v1::Event as KEvent;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;

@@ -11,8 +11,8 @@ mod telemetry;
 use super::Problem;
 use super::formats::*;
 use super::yaml::{Kind, Node, Pos};
-use crate::api::defaults::Bounds;
-use crate::api::{CapacityMode, CelldFleet, Profile, ZoneFormat, defaults, labels};
+use crate::defaults::Bounds;
+use crate::{CapacityMode, CelldFleet, Profile, ZoneFormat, defaults, labels};
 
 /// Collects problems for one document, locating each field in the source tree.
 pub struct Checker<'a> {

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use super::Checker;
-use crate::api::{CelldFleet, defaults, labels};
 use crate::validate::formats::*;
+use crate::{CelldFleet, defaults, labels};
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let Some(r) = &fleet.spec.routing else { return };

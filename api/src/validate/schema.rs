@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::Problem;
 use super::yaml::{Kind, Node};
-use crate::api::CelldFleet;
+use crate::CelldFleet;
 
 /// The OpenAPI schema of `spec`, from the CRD the healer installs.
 fn spec_schema() -> &'static Value {

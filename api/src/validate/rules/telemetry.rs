@@ -1,8 +1,9 @@
 //! `spec.telemetry`, and the egress destination shape it shares with storage endpoints.
 
 use super::Checker;
-use crate::api::{CelldFleet, Egress, defaults};
+use crate::url::{HttpUrl, UrlShape};
 use crate::validate::formats::*;
+use crate::{CelldFleet, Egress, defaults};
 
 /// An egress destination: exactly one of a single-host CIDR or Pod labels; a namespace
 /// only with Pod labels; a CIDR must equal the URL's host when that host is an IP.
@@ -72,13 +73,13 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let Some(t) = &fleet.spec.telemetry else {
         return;
     };
-    match parse_base_url(&t.collector_url) {
-        None => c.fail(
+    match HttpUrl::parse(&t.collector_url, UrlShape::Base) {
+        Err(_) => c.fail(
             "spec.telemetry.collectorURL",
             format!("`{}` is not an HTTP(S) base URL", t.collector_url),
             "http(s)://host[:port][/path] without credentials, query or fragment",
         ),
-        Some((_, host, _)) => check_egress(c, &t.egress, host, "spec.telemetry.egress"),
+        Ok(url) => check_egress(c, &t.egress, url.host(), "spec.telemetry.egress"),
     }
     let ratio = t.sampler.is_some_and(|s| s.takes_ratio());
     match &t.sampler_arg {

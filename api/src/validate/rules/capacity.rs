@@ -1,7 +1,7 @@
 //! `spec.capacity`: bounds, thresholds and windows of the capacity policy.
 
 use super::Checker;
-use crate::api::{CelldFleet, defaults};
+use crate::{CelldFleet, defaults};
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let Some(cap) = &fleet.spec.capacity else {

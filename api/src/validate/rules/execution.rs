@@ -1,8 +1,8 @@
 //! `spec.execution` and `spec.lifecycle`: resources and shutdown timing.
 
 use super::Checker;
-use crate::api::{CelldFleet, defaults};
 use crate::validate::formats::parse_quantity;
+use crate::{CelldFleet, defaults};
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
     let spec = &fleet.spec;

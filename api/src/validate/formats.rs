@@ -1,11 +1,11 @@
 //! Small, dependency-free checks of Kubernetes and celld value formats, and the regular
 //! expressions the CRD schema carries for them (`pattern`, with the lengths from
-//! [`crate::api::defaults`] as `maxLength`). A pattern accepts exactly what its check
+//! [`crate::defaults`] as `maxLength`). A pattern accepts exactly what its check
 //! accepts, or (where a regular expression cannot say it all, noted) a little more, never
 //! less: the API server must accept every fleet `celld-gen check` accepts. A unit test
 //! compares each pattern with its check.
 
-use crate::api::defaults::{
+use crate::defaults::{
     BUCKET_LENGTH_BOUNDS, IDENTITY_LENGTH, MAX_DNS_LABEL_LENGTH, MAX_DNS_SUBDOMAIN_LENGTH,
     MAX_ENV_NAME_LENGTH, MAX_REGION_LENGTH, MAX_SECRET_KEY_LENGTH, MAX_ZONE_LENGTH,
 };
@@ -338,57 +338,6 @@ pub fn parse_quantity(s: &str, memory: bool) -> Option<f64> {
     Some(value * factor)
 }
 
-/// An `http(s)://host[:port]` origin without path, query, fragment or credentials.
-/// Returns (scheme, host, port).
-pub fn parse_origin(url: &str) -> Option<(&str, &str, Option<u16>)> {
-    let (scheme, rest) = url.split_once("://")?;
-    if scheme != "http" && scheme != "https" {
-        return None;
-    }
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    parse_authority(rest).map(|(h, p)| (scheme, h, p))
-}
-
-/// An `http(s)://host[:port][/path]` base URL without query, fragment or credentials.
-pub fn parse_base_url(url: &str) -> Option<(&str, &str, Option<u16>)> {
-    let (scheme, rest) = url.split_once("://")?;
-    if scheme != "http" && scheme != "https" {
-        return None;
-    }
-    if rest.contains(['?', '#']) {
-        return None;
-    }
-    let authority = rest.split('/').next()?;
-    parse_authority(authority).map(|(h, p)| (scheme, h, p))
-}
-
-fn parse_authority(a: &str) -> Option<(&str, Option<u16>)> {
-    if a.is_empty() || a.contains(['@', '/', '?', '#', ' ']) {
-        return None;
-    }
-    // IPv6 literal: [::1]:port
-    if let Some(rest) = a.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port = match after {
-            "" => None,
-            p => Some(
-                p.strip_prefix(':')?
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)?,
-            ),
-        };
-        return Some((host, port));
-    }
-    match a.rsplit_once(':') {
-        Some((host, port)) => {
-            let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
-            (!host.is_empty()).then_some((host, Some(port)))
-        }
-        None => Some((a, None)),
-    }
-}
-
 /// A hostname for routing: DNS name, optionally with a `*.` wildcard prefix; no IPs.
 pub fn is_route_hostname(s: &str) -> bool {
     let name = s.strip_prefix("*.").unwrap_or(s);
@@ -519,19 +468,6 @@ mod tests {
         assert!(parse_quantity(".5", true).is_none());
     }
 
-    #[test]
-    fn urls() {
-        assert_eq!(
-            parse_origin("http://minio.store:9000"),
-            Some(("http", "minio.store", Some(9000)))
-        );
-        assert!(parse_origin("http://minio.store:9000/path").is_none());
-        assert!(parse_origin("http://u:p@minio").is_none());
-        assert!(parse_base_url("https://otel.obs:4318/v1").is_some());
-        assert!(parse_base_url("https://otel.obs:4318/v1?x").is_none());
-        assert!(parse_origin("ftp://x").is_none());
-    }
-
     /// Strings shaped like names (parts of letters, digits and punctuation joined by
     /// separators), plus edge cases; deterministic.
     fn candidates() -> Vec<String> {
@@ -597,7 +533,7 @@ mod tests {
     /// where noted at the pattern, a superset: never refuses a value validation accepts.
     #[test]
     fn crd_patterns_agree_with_the_checks() {
-        use crate::api::defaults as d;
+        use crate::defaults as d;
         let re = |p: &str| regex::Regex::new(p).expect("a valid regular expression");
         let len = |s: &str| s.chars().count();
         let identity = re(&identity_pattern());

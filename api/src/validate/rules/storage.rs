@@ -1,8 +1,9 @@
 //! `spec.storage`: bucket, region, prefix, endpoint, disks.
 
 use super::Checker;
-use crate::api::{CelldFleet, Profile, Storage, defaults};
+use crate::url::{HttpUrl, UrlShape};
 use crate::validate::formats::*;
+use crate::{CelldFleet, Profile, Storage, defaults};
 
 /// Whether `storage.region` passes [`check`]: an AWS region for Amazon S3 (no
 /// endpoint), any cloud's region name with an S3-compatible endpoint.
@@ -74,15 +75,20 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
         );
     }
     if let Some(e) = &s.endpoint {
-        match parse_origin(&e.url) {
-            None => c.fail(
+        match HttpUrl::parse(&e.url, UrlShape::Origin) {
+            Err(_) => c.fail(
                 "spec.storage.endpoint.url",
                 format!("`{}` is not an HTTP(S) origin", e.url),
                 "http:// or https://, a host and an optional port, no path, query or credentials",
             ),
-            Some((_, host, _)) => {
+            Ok(url) => {
                 if let Some(eg) = &e.egress {
-                    super::telemetry::check_egress(c, eg, host, "spec.storage.endpoint.egress");
+                    super::telemetry::check_egress(
+                        c,
+                        eg,
+                        url.host(),
+                        "spec.storage.endpoint.egress",
+                    );
                 }
             }
         }

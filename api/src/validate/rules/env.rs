@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use super::Checker;
-use crate::api::{CelldFleet, defaults};
 use crate::validate::formats::*;
+use crate::{CelldFleet, defaults};
 
 /// Variables the generator writes into every member (or conditionally: endpoint, telemetry).
 pub const GENERATOR_OWNED: &[&str] = &[
@@ -243,7 +243,7 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
 }
 
 /// Checks a Secret key reference.
-pub fn check_secret_ref(c: &mut Checker<'_>, r: &crate::api::SecretKeyRef, field: &str) {
+pub fn check_secret_ref(c: &mut Checker<'_>, r: &crate::SecretKeyRef, field: &str) {
     c.require(
         is_dns_subdomain(&r.name),
         &format!("{field}.name"),

@@ -1,0 +1,317 @@
+//! The healer's step in the model: the snapshot it would observe (with its caches
+//! lagging), `decide`, the fresh-read confirmation, and each action applied as the API
+//! server would apply it (uid/resourceVersion preconditions, conflicts, lost responses,
+//! late writes of a deposed replica).
+
+use celld_api::Profile;
+use celld_api::labels::{claim_name, member_name};
+
+use super::Violation;
+use super::world::*;
+use crate::confirm::{self, Confirmation};
+use crate::plan::Action;
+use crate::snapshot::{self as s, CondStatus};
+
+impl Sim {
+    pub(super) fn snapshot(&self) -> s::Snapshot {
+        let sts = self.sts.as_ref().map(|sts| {
+            let (replicas, ready, updated, current) = self.sts_status();
+            s::Workload {
+                kind: s::WorkloadKind::StatefulSet,
+                name: FLEET.into(),
+                uid: sts.uid.to_string(),
+                resource_version: sts.rv.to_string(),
+                generation: sts.generation,
+                observed_generation: Some(sts.observed),
+                identity: Some(ID.into()),
+                has_owner_references: false,
+                deleting: sts.deleting,
+                replicas: sts.replicas,
+                status_replicas: replicas,
+                ready_replicas: ready,
+                updated_replicas: updated,
+                current_revision: Some(
+                    if current {
+                        sts.update_rev
+                    } else {
+                        sts.update_rev - 1
+                    }
+                    .to_string(),
+                ),
+                update_revision: Some(sts.update_rev.to_string()),
+            }
+        });
+        let sts_uid = self.sts.as_ref().map_or(0, |s| s.uid);
+        let pods: Vec<s::Pod> = self
+            .pods
+            .iter()
+            .map(|p| s::Pod {
+                name: member_name(FLEET, p.ord),
+                uid: p.uid.to_string(),
+                resource_version: p.rv.to_string(),
+                identity: Some(ID.into()),
+                controller: Some(s::Controller {
+                    kind: "StatefulSet".into(),
+                    name: FLEET.into(),
+                    uid: sts_uid.to_string(),
+                }),
+                created: ts(p.created),
+                deletion: p.deletion.map(ts),
+                node_name: p.node.map(|n| format!("node-{n}")),
+                zone: None,
+                phase: if p.node.is_some() {
+                    s::PodPhase::Running
+                } else {
+                    s::PodPhase::Pending
+                },
+                ready: p.ready_cond.map(|t| s::Cond {
+                    status: if p.ready {
+                        CondStatus::True
+                    } else {
+                        CondStatus::False
+                    },
+                    since: Some(ts(t)),
+                }),
+                unschedulable: p.unsched_since.map(|t| s::Unschedulable {
+                    since: Some(ts(t)),
+                    message: "0/9 nodes are available: node affinity or spread".into(),
+                }),
+                config_wait: (p.container == Container::ImagePull)
+                    .then(|| "ImagePullBackOff".into()),
+                crash_loop_backoff: p.container == Container::CrashLoop,
+                last_container_exit: p.last_exit.map(ts),
+                replacement_finalizer: p.fin,
+                replacement_index: p.index.then(|| ID.into()),
+                record: p.record.clone().map(s::RecordState::Valid),
+                force_deleted: false,
+                other_finalizers: Vec::new(),
+                force_delete_retry_at: None,
+            })
+            .collect();
+        let mut claims: Vec<s::Claim> = self
+            .claims
+            .iter()
+            .map(|c| s::Claim {
+                name: claim_name(FLEET, c.ord),
+                uid: c.uid.to_string(),
+                resource_version: c.rv.to_string(),
+                identity: Some(if c.foreign { "someotherfleet" } else { ID }.into()),
+                has_owner_references: false,
+                created: ts(c.created),
+                deletion: c.deletion.map(ts),
+                phase: match c.phase {
+                    Phase::Pending => s::ClaimPhase::Pending,
+                    Phase::Bound => s::ClaimPhase::Bound,
+                    Phase::Lost => s::ClaimPhase::Lost,
+                },
+                // Filled as the runtime does: from the healer's own first sighting.
+                lost_since: None,
+            })
+            .collect();
+        let mut pods: Vec<s::Pod> = pods;
+        for d in &self.decoys {
+            match d {
+                Decoy::Pod(p) => pods.push((**p).clone()),
+                Decoy::Claim(c) => claims.push(c.clone()),
+            }
+        }
+        s::Snapshot {
+            fleet: s::Fleet {
+                name: FLEET.into(),
+                namespace: "apps".into(),
+                uid: "fleet-uid".into(),
+                resource_version: self.fleet.rv.to_string(),
+                generation: self.fleet.generation,
+                identity: ID.into(),
+                profile: Profile::PersistentFleet,
+                stateful_set: true,
+                members: Some(self.fleet.members),
+                zones: ZONES as i32,
+                termination_grace_seconds: GRACE / 1000,
+                paused: self.fleet.paused,
+                deleting: self.fleet.deleting,
+                deletion_protected: self.fleet.protected,
+                identity_conflict: self.conflicted.then(|| "apps/original".into()),
+                reservation: self.fleet.reserved_elsewhere.then(|| s::Reservation {
+                    name: "s3-ledger".into(),
+                    identity: Some("someoneelse0000000000000000".into()),
+                }),
+                invalid: if self.fleet.invalid {
+                    vec!["spec.members: out of range (expected 1..100)".into()]
+                } else {
+                    Vec::new()
+                },
+                has_finalizer: self.fleet.finalizer,
+                capacity: None,
+                previous_status: self.fleet.status.clone(),
+            },
+            workload: sts,
+            pods,
+            claims,
+            infrastructure: s::Infrastructure {
+                drift: if self.fleet.drift {
+                    vec!["Service alpha-peers differs".into()]
+                } else {
+                    Vec::new()
+                },
+            },
+            capacity: s::CapacitySignal::default(),
+            application: None,
+        }
+    }
+
+    /// What lagging, mutually skewed watch caches show: Pods, claims and the workload
+    /// each taken from one of the last few states (the fleet object is current).
+    pub(super) fn skewed(&mut self, truth: &s::Snapshot) -> s::Snapshot {
+        self.views.push_back(truth.clone());
+        if self.views.len() > 6 {
+            self.views.pop_front();
+        }
+        let n = self.views.len() as u64;
+        let (a, b, c, d, e) = (
+            self.rng.below(n) as usize,
+            self.rng.below(n) as usize,
+            self.rng.below(n) as usize,
+            self.rng.below(n) as usize,
+            self.rng.below(n) as usize,
+        );
+        let mut v = truth.clone();
+        // The CelldFleet lags too (its protection, pause, validity, resourceVersion), and
+        // the reservation cache on its own.
+        v.fleet = self.views[d].fleet.clone();
+        v.fleet.reservation = self.views[e].fleet.reservation.clone();
+        v.pods = self.views[a].pods.clone();
+        v.claims = self.views[b].claims.clone();
+        v.workload = self.views[c].workload.clone();
+        // A cache hands objects over in its own (hash) order, unlike the fresh read.
+        for k in (1..v.pods.len()).rev() {
+            let j = self.rng.below(k as u64 + 1) as usize;
+            v.pods.swap(k, j);
+        }
+        for k in (1..v.claims.len()).rev() {
+            let j = self.rng.below(k as u64 + 1) as usize;
+            v.claims.swap(k, j);
+        }
+        v
+    }
+
+    /// What the runtime's Lost tracking does for a snapshot: a claim seen Lost keeps the
+    /// time it was first seen so; one seen not Lost is forgotten.
+    pub(super) fn track_lost(&mut self, snap: &mut s::Snapshot) {
+        let now = ts(self.now);
+        for c in &mut snap.claims {
+            if c.phase == s::ClaimPhase::Lost {
+                c.lost_since = Some(*self.lost_seen.entry(c.uid.clone()).or_insert(now));
+            } else {
+                self.lost_seen.remove(&c.uid);
+            }
+        }
+    }
+
+    /// The deposed replica's late writes that land now. Each must be aimed only at this
+    /// fleet's objects, and be allowed and justified by the state it lands on unless its
+    /// preconditions refuse it. (A late handoff step 1 only marks
+    /// the Pod: the leader must then abort it, or carry it on where that is justified,
+    /// and those writes are checked as the leader's.)
+    pub(super) fn land_late_writes(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        self.in_flight = later;
+        for (_, a) in due {
+            self.log(|| format!("deposed replica's late write lands: {a:?}"));
+            self.out.late_writes += 1;
+            self.check_targets(&a)?;
+            // Like the leader's: a write its preconditions refuse changes nothing.
+            if !matches!(a, Action::StartHandoff(_)) && self.preconditions_hold(&a) {
+                self.check_allowed(&a)?;
+            }
+            self.replaying = true;
+            let r = self.act(&a);
+            self.replaying = false;
+            r?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn reconcile(&mut self) -> Result<(), Violation> {
+        self.out.reconciles += 1;
+        let mut truth = self.snapshot();
+        let mut snap = if self.laggy {
+            self.skewed(&truth)
+        } else {
+            truth.clone()
+        };
+        self.track_lost(&mut snap);
+        let now = ts(self.now);
+        let plan = crate::decide(&snap, now, &self.cfg);
+        self.log(|| {
+            format!(
+                "healer: {} {:?} -> {}",
+                plan.rule, plan.action, plan.status.conditions[0].message
+            )
+        });
+        let mut action = plan.action.clone();
+        // The fresh read before a destructive write: `decide` again on the true state.
+        if let Some(a) = &action
+            && confirm::needs_confirmation(a)
+            && !self.skip_confirmation
+        {
+            self.track_lost(&mut truth);
+            if !self.fresh_reservation {
+                // What the runtime did before: the fresh read re-listed the fleet's own
+                // objects only, and the reservation came from its cache.
+                truth.fleet.reservation = snap.fleet.reservation.clone();
+            }
+            let fresh = crate::decide(&truth, now, &self.cfg);
+            match confirm::confirm(a, &fresh) {
+                Confirmation::Confirmed(x) | Confirmation::Instead(x) => action = Some(x),
+                Confirmation::Hold(why) => {
+                    self.log(|| format!("healer: not confirmed on the fresh read: {why}"));
+                    self.heal_at = Some(self.now + 1_000);
+                    return Ok(());
+                }
+            }
+        }
+        // The deposed replica made the same decision from the same facts; its request
+        // is delayed on the wire and lands after the new leader's later writes.
+        if self.deposed
+            && let Some(a) = &action
+            && self.rng.chance(15)
+        {
+            let at = self.now + self.rng.range(200, 20_000);
+            self.in_flight.push((at, a.clone()));
+        }
+        // (At most one write per reconcile holds by construction: a plan has one action.)
+        let mut ok = true;
+        if let Some(a) = &action {
+            // A write its preconditions refuse changes nothing, whatever it aimed at.
+            if self.preconditions_hold(a) {
+                self.check_allowed(a)?;
+            }
+            ok = self.act(a)?;
+        }
+        // The healer may crash before its status write (or between any two writes).
+        if ok && !self.rng.chance(3) {
+            self.fleet.status = Some(plan.status.clone());
+        }
+        let retry = if ok { self.now + 50 } else { self.now + 1_000 };
+        let next = if plan.action.is_some() || !ok {
+            Some(retry)
+        } else {
+            None
+        };
+        self.heal_at = match (next, plan.wake_at.map(|t| t.0)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if self.laggy && snap != truth {
+            // The lagging watch delivers the newer state a little later, and that event
+            // triggers another reconcile.
+            let t = self.now + self.rng.range(1_000, 10_000);
+            self.heal_at = Some(self.heal_at.map_or(t, |h| h.min(t)));
+        }
+        Ok(())
+    }
+}
