@@ -3,7 +3,8 @@
 #   1. crane (github.com/google/go-containerregistry, version pinned in
 #      scripts/image/crane/go.mod) from the Go module proxy, into
 #      tests/.cluster/image/bin/crane; rebuilt only when its inputs change;
-#   2. a static celld-healer: cargo build --release --target x86_64-unknown-linux-musl
+#   2. a static, stripped celld-healer: cargo build --profile release (or
+#      $CELLD_IMAGE_PROFILE) --target x86_64-unknown-linux-musl
 #      (ring, the TLS crypto provider, compiles its C and assembly with the system cc);
 #   3. one layer holding /usr/local/bin/celld-healer and an /etc/passwd and /etc/group
 #      naming the non-root user 65532 (no shell, no package manager, nothing else);
@@ -15,7 +16,10 @@
 #        `crane auth login`); 127.0.0.1:PORT/... is plain http.
 #   --build-only: build crane and the binary, push nothing (what scripts/test-all.sh runs).
 # Prints the pushed reference with its digest (REF@sha256:...) on stdout.
-# Env: CRANE (a crane to use instead of building one), CARGO_TARGET_DIR.
+# Env: CRANE (a crane to use instead of building one), CARGO_TARGET_DIR,
+#      CELLD_IMAGE_PROFILE (release, the default and what to publish; or dev, which
+#      scripts/test-all.sh sets: the same static binary unoptimized, so that CI compiles
+#      the healer's dependencies for musl in about half the time). Either is stripped.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,15 +68,24 @@ start=$SECONDS
 # the musl target (no musl-gcc needed).
 export CC_x86_64_unknown_linux_musl="${CC_x86_64_unknown_linux_musl:-cc}"
 rustup target list --installed 2>/dev/null | grep -qx "$TARGET" || rustup target add "$TARGET" >&2
-cargo build --release --locked --target "$TARGET" -p celld-healer --bin celld-healer >&2
+PROFILE="${CELLD_IMAGE_PROFILE:-release}"
+case "$PROFILE" in
+  release) PROFILE_DIR=release ;;
+  dev) PROFILE_DIR=debug; export CARGO_PROFILE_DEV_DEBUG=0 ;;
+  *) echo "CELLD_IMAGE_PROFILE must be release or dev, not $PROFILE" >&2; exit 2 ;;
+esac
+# No symbols or debug information in the image (this target only).
+PROFILE_UPPER="$(echo "$PROFILE" | tr '[:lower:]' '[:upper:]')"
+export "CARGO_PROFILE_${PROFILE_UPPER}_STRIP=symbols"
+cargo build --profile "$PROFILE" --locked --target "$TARGET" -p celld-healer --bin celld-healer >&2
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-BIN="$TARGET_DIR/$TARGET/release/celld-healer"
+BIN="$TARGET_DIR/$TARGET/$PROFILE_DIR/celld-healer"
 # Static: no program interpreter, so it runs on an image with nothing else.
 if readelf -lW "$BIN" | grep -q 'Requesting program interpreter'; then
   echo "$BIN is dynamically linked" >&2
   exit 1
 fi
-log "static celld-healer ready in $((SECONDS - start))s ($BIN)"
+log "static celld-healer ($PROFILE profile, $(($(stat -c %s "$BIN") / 1048576)) MiB) ready in $((SECONDS - start))s ($BIN)"
 [[ $BUILD_ONLY == 0 ]] || exit 0
 
 VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml" | head -1)"
