@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod argocd_cmp;
+mod healer;
 
 use celld_api::rbac;
 
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 use crate::api::{CelldBucketReservation, CelldFleet, labels};
 use crate::render::yaml::block;
 use celld_api::healer_flags as flags;
+use healer::{Unit, deployment};
 
 /// The Argo CD health check for CelldFleet (Lua, run by Argo CD with `obj` set).
 pub const HEALTH_LUA: &str = include_str!("../../install/argocd/celldfleet-health.lua");
@@ -100,64 +102,6 @@ fn selector() -> Value {
     json!({ labels::HEALER_NAME_LABEL: labels::HEALER_NAME })
 }
 
-/// One healer Deployment: the shard it serves (None: unsharded, every fleet).
-#[derive(Clone, Copy)]
-struct Unit {
-    shard: Option<flags::Shard>,
-}
-
-impl Unit {
-    /// The Deployments of an install: one, or one per shard.
-    fn all(o: &InstallOptions) -> Vec<Unit> {
-        if o.shards <= 1 {
-            return vec![Unit { shard: None }];
-        }
-        (0..o.shards)
-            .map(|index| Unit {
-                shard: Some(flags::Shard {
-                    index,
-                    count: o.shards,
-                }),
-            })
-            .collect()
-    }
-
-    /// `celld-healer`, or `celld-healer-<i>` for shard i.
-    fn name(&self) -> String {
-        match self.shard {
-            None => labels::HEALER_NAME.to_string(),
-            Some(s) => format!("{}-{}", labels::HEALER_NAME, s.index),
-        }
-    }
-
-    /// The bundle file of one of its objects: `healer/<kind>.yaml`, or
-    /// `healer/<kind>-<i>.yaml` for shard i.
-    fn file(&self, kind: &str) -> String {
-        match self.shard {
-            None => format!("healer/{kind}.yaml"),
-            Some(s) => format!("healer/{kind}-{}.yaml", s.index),
-        }
-    }
-
-    /// Selects this unit's Pods only: Deployments must not share Pods.
-    fn selector(&self) -> Value {
-        let mut s = selector();
-        if let Some(shard) = self.shard {
-            s[labels::HEALER_SHARD_LABEL] = json!(shard.index.to_string());
-        }
-        s
-    }
-
-    /// The labels of its Pods.
-    fn pod_labels(&self) -> Value {
-        let mut l = healer_labels();
-        if let Some(shard) = self.shard {
-            l[labels::HEALER_SHARD_LABEL] = json!(shard.index.to_string());
-        }
-        l
-    }
-}
-
 fn meta(name: &str, namespace: Option<&str>) -> Value {
     let mut m = json!({ "name": name, "labels": healer_labels() });
     if let Some(ns) = namespace {
@@ -218,23 +162,6 @@ fn crd_object(mut crd: Value) -> Value {
     crd["metadata"]["labels"] = healer_labels();
     crd["metadata"]["annotations"] = never_pruned();
     crd
-}
-
-/// The healer's command line, every flag named by [`celld_api::healer_flags`].
-fn args(o: &InstallOptions, unit: Unit) -> Vec<String> {
-    let mut a = vec![
-        flags::arg(flags::METRICS_ADDR, &format!("0.0.0.0:{METRICS_PORT}")),
-        flags::arg(flags::LOG_FORMAT, flags::LOG_FORMAT_JSON),
-        flags::arg(flags::LEASE_NAMESPACE, &o.namespace),
-        flags::MEMBER_REPLACEMENT_DELAY.arg(o.member_replacement_delay),
-    ];
-    if !o.watch_namespaces.is_empty() {
-        a.push(flags::arg(flags::NAMESPACE, &o.watch_namespaces.join(",")));
-    }
-    if let Some(shard) = unit.shard {
-        a.push(shard.arg());
-    }
-    a
 }
 
 /// Every object of the bundle, as (file path, object), in apply order.
@@ -341,69 +268,6 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
     }
     out.push(("healer/networkpolicy.yaml".into(), network_policy(o)));
     out
-}
-
-fn deployment(o: &InstallOptions, unit: Unit) -> Value {
-    let name = labels::HEALER_NAME;
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(&unit.name(), Some(&o.namespace)),
-        "spec": {
-            "replicas": o.replicas,
-            "selector": {"matchLabels": unit.selector()},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
-            "template": {
-                "metadata": {"labels": unit.pod_labels()},
-                "spec": {
-                    "serviceAccountName": name,
-                    "automountServiceAccountToken": true,
-                    "terminationGracePeriodSeconds": 30,
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": unit.selector()},
-                            "topologyKey": "kubernetes.io/hostname",
-                        },
-                    }]}},
-                    "containers": [{
-                        "name": name,
-                        "image": o.image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "args": args(o, unit),
-                        "env": [
-                            {"name": flags::IDENTITY_ENV, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
-                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}},
-                        ],
-                        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-                        "readinessProbe": {
-                            "httpGet": {"path": "/readyz", "port": "metrics", "scheme": "HTTP"},
-                            "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3, "successThreshold": 1,
-                        },
-                        "livenessProbe": {
-                            "httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"},
-                            "periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 6, "successThreshold": 1,
-                        },
-                        "resources": {
-                            "requests": {"cpu": "50m", "memory": "64Mi"},
-                            "limits": {"memory": "128Mi"},
-                        },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                    }],
-                },
-            },
-        },
-    })
 }
 
 fn network_policy(o: &InstallOptions) -> Value {
