@@ -185,6 +185,22 @@ pub struct Argo {
 }
 
 impl Argo {
+    /// Argo CD as `celld-gen install` configures it (its Application and `argocd-cm`
+    /// patch), against the cluster of `kubeconfig`; `None` (after a notice) when
+    /// `celld-argocd` is not built.
+    pub fn for_test(test: &str, kubeconfig: &Path) -> Result<Option<Argo>> {
+        let Some(bin) = engine("celld-argocd", test)? else {
+            return Ok(None);
+        };
+        let bundle = Bundle::render()?;
+        Ok(Some(Argo {
+            bin,
+            kubeconfig: kubeconfig.to_path_buf(),
+            application: bundle.application()?,
+            config_maps: bundle.argocd_config_maps()?,
+        }))
+    }
+
     /// The health Argo CD's Lua runner gives each object (`None`: no health check).
     pub fn health(&self, objs: &[Value]) -> Result<Vec<Option<(String, String)>>> {
         let out = run(

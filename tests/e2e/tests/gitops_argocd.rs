@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use celld_e2e::gitops::{self, Argo, Bundle, HealerFleets};
+use celld_e2e::gitops::{self, Argo, HealerFleets};
 use celld_e2e::{Env, wait_for};
 use celld_gen::api::CelldFleet;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -27,16 +27,7 @@ use kubesim::testing::{e2e_cluster, repo_root};
 use serde_json::{Value, json};
 
 fn argo(test: &str, kubeconfig: &std::path::Path) -> Result<Option<Argo>> {
-    let Some(bin) = gitops::engine("celld-argocd", test)? else {
-        return Ok(None);
-    };
-    let bundle = Bundle::render()?;
-    Ok(Some(Argo {
-        bin,
-        kubeconfig: kubeconfig.to_path_buf(),
-        application: bundle.application()?,
-        config_maps: bundle.argocd_config_maps()?,
-    }))
+    Argo::for_test(test, kubeconfig)
 }
 
 #[test]

@@ -149,6 +149,30 @@ async fn shadow(env: &mut Env) -> Result<()> {
         history(env, &f).await?.is_some(),
         "re-applying the rendered reservation removed the history"
     );
+    // The same with Argo CD's own code, configured as `celld-gen install` renders it.
+    if let Some(argo) = gitops::Argo::for_test(
+        "shadow_recommends_and_never_changes_replicas",
+        &env.cluster.kubeconfig,
+    )? {
+        use celld_e2e::gitops::Engine;
+        let objs = rendered_objects(&load_fleet(&yaml)?)?;
+        // Synced by Argo CD's own server-side apply path, the history stays, and its
+        // server-side diff then finds nothing out of sync.
+        tokio::task::block_in_place(|| argo.sync(&objs))?;
+        ensure!(
+            history(env, &f).await?.is_some(),
+            "an Argo CD sync of the rendered reservation removed the history"
+        );
+        let drift = tokio::task::block_in_place(|| argo.out_of_sync(&objs))?;
+        ensure!(
+            drift.is_empty(),
+            "after an Argo CD sync, out of sync (the history annotation must not be drift): {drift:#?}"
+        );
+        eprintln!(
+            "[Argo CD] synced: the history annotation stays and all {} objects are in sync",
+            objs.len()
+        );
+    }
     holds_for(
         "Shadow keeps 3 replicas",
         Duration::from_secs(20),
