@@ -1,18 +1,23 @@
-//! Healer end-to-end measurements (issue 5 "Measure and report"):
+//! Healer end-to-end measurements (issue 5 "Measure and report", issue 14 "at fleet
+//! scale"):
 //!
-//! - API requests per minute in steady state with 20 fleets (the healer counts its own
-//!   requests by verb and resource: `celld_healer_api_requests_total`). Goal: no writes
-//!   and no reads beyond the watches, apart from the leader's lease renewals.
-//! - Resident memory of the healer with 50 fleets of 3 members. Goal: under 30 MiB.
+//! - for each fleet count of `CELLD_SCALE_FLEETS` (comma-separated; default `20,50`,
+//!   what CI runs as a test of correctness): the time until every fleet of 3 members is
+//!   Ready, then a steady minute: API requests by verb (the healer counts its own
+//!   requests: `celld_healer_api_requests_total`), the healer's CPU seconds, its resident
+//!   memory, and reconciles. Goal, checked at every count: no writes and no reads beyond
+//!   the watches, apart from the leader's lease renewals.
+//! - Resident memory with 50 fleets of 3 members. Goal: under 30 MiB (release build).
 //!
-//! The healer runs with the default lease duration (15 s) here. The figures are printed
-//! (`[scale] ...`) and copied into tests/README.md.
-//! `CELLD_HEALER_BIN` can point at a release build to measure it instead of the debug one.
+//! The healer runs with the default lease duration (15 s) here. Each count prints one
+//! `[scale-row]` line that `scripts/bench-healer.sh` turns into the table of
+//! docs/performance.md. `CELLD_HEALER_BIN` can point at a release build to measure it
+//! instead of the debug one. Nodes per zone grow with the largest count (110 Pods each).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
 
 async fn all_ready(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result<()> {
@@ -37,36 +42,98 @@ async fn all_ready(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result
     .await
 }
 
+/// The fleet counts to measure, ascending.
+fn counts() -> Result<Vec<usize>> {
+    let text = std::env::var("CELLD_SCALE_FLEETS").unwrap_or_else(|_| "20,50".into());
+    let mut v: Vec<usize> = text
+        .split(',')
+        .map(|c| c.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("CELLD_SCALE_FLEETS={text:?}: fleet counts, e.g. 50,200"))?;
+    v.sort_unstable();
+    v.dedup();
+    ensure!(
+        v.first().is_some_and(|&n| n > 0),
+        "CELLD_SCALE_FLEETS={text:?}: at least one count above 0"
+    );
+    Ok(v)
+}
+
+/// User plus system CPU seconds the process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the ')'.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_requests_and_memory() -> Result<()> {
-    let Some(mut env) = Env::start("scale").await? else {
+    let counts = counts()?;
+    let largest = counts.last().copied().unwrap_or(50);
+    let opts = EnvOptions {
+        nodes_per_zone: 2.max((largest as u32).div_ceil(110) + 1),
+        ..EnvOptions::default()
+    };
+    let Some(mut env) = Env::start_with("scale", opts).await? else {
         return Ok(());
     };
-    let r = scale(&mut env).await;
+    let r = scale(&mut env, &counts).await;
     env.finish(r).await
 }
 
-async fn scale(env: &mut Env) -> Result<()> {
-    let mut fleets: Vec<FleetFile> = (0..20)
-        .map(|i| FleetFile::persistent(&env.ns, &format!("f{i:02}"), 3))
-        .collect();
-    for f in &fleets {
-        env.apply_fleet(&f.yaml()).await?;
+async fn scale(env: &mut Env, counts: &[usize]) -> Result<()> {
+    let mut fleets: Vec<FleetFile> = Vec::new();
+    let mut h = None;
+    for &n in counts {
+        let more: Vec<FleetFile> = (fleets.len()..n)
+            .map(|i| FleetFile::persistent(&env.ns, &format!("f{i:04}"), 3))
+            .collect();
+        for f in &more {
+            env.apply_fleet(&f.yaml()).await?;
+        }
+        let added = more.len();
+        fleets.extend(more);
+        let h = match h {
+            Some(h) => h,
+            None => {
+                let mut o = env.healer_options();
+                o.lease_duration = "15s".into();
+                *h.insert(env.healer(o)?)
+            }
+        };
+        let t0 = Instant::now();
+        all_ready(
+            env,
+            &fleets,
+            Duration::from_secs(240.max(3 * added as u64)),
+        )
+        .await?;
+        let ready = t0.elapsed();
+        eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        steady_minute(env, h, n, ready).await?;
     }
-    let mut o = env.healer_options();
-    o.lease_duration = "15s".into();
-    let h = env.healer(o)?;
-    let t0 = Instant::now();
-    all_ready(env, &fleets, Duration::from_secs(240)).await?;
-    eprintln!("[scale] 20 fleets x 3 members ready in {:?}", t0.elapsed());
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(())
+}
 
+/// One steady minute at `n` fleets: requests by verb (only the lease and watches),
+/// CPU, memory; prints the `[scale-row]` line.
+async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result<()> {
+    let pid = env.h(h).pid().context("the healer runs")?;
     let window = Duration::from_secs(60);
     let m0 = api_requests(&env.h(h).metrics_text().await?);
     let r0 = env.h(h).metric("celld_healer_reconciles_total").await?;
+    let c0 = cpu_seconds(pid);
     tokio::time::sleep(window).await;
     let m1 = api_requests(&env.h(h).metrics_text().await?);
     let r1 = env.h(h).metric("celld_healer_reconciles_total").await?;
+    let cpu = cpu_seconds(pid) - c0;
     let mut diff: BTreeMap<String, f64> = BTreeMap::new();
     for (k, v) in &m1 {
         let d = v - m0.get(k).copied().unwrap_or(0.0);
@@ -76,14 +143,14 @@ async fn scale(env: &mut Env) -> Result<()> {
     }
     let total: f64 = diff.values().sum();
     eprintln!(
-        "[scale] steady state, 20 fleets, {window:?}: {total} requests ({diff:?}); {} reconciles (application observations)",
+        "[scale] steady state, {n} fleets, {window:?}: {total} requests ({diff:?}); {} reconciles (application observations); {cpu:.2} CPU s",
         r1 - r0
     );
     for (k, v) in &diff {
         let lease = k.ends_with(" leases");
         ensure!(
             lease || k.starts_with("watch "),
-            "unexpected steady-state request: {k} x{v}"
+            "unexpected steady-state request at {n} fleets: {k} x{v}"
         );
     }
     let writes: f64 = diff
@@ -96,49 +163,33 @@ async fn scale(env: &mut Env) -> Result<()> {
         })
         .map(|(_, v)| v)
         .sum();
-    ensure!(writes == 0.0, "steady-state writes: {diff:?}");
+    ensure!(writes == 0.0, "steady-state writes at {n} fleets: {diff:?}");
     // The only reconciles in steady state are the application observations (one per
     // fleet per --application-interval, 60 s by default); they wrote nothing.
-    let rss20 = env.h(h).rss_kib().unwrap_or(0);
-    eprintln!("[scale] healer RSS with 20 fleets: {} KiB", rss20);
-
-    // 50 fleets of 3 members.
-    let more: Vec<FleetFile> = (20..50)
-        .map(|i| FleetFile::persistent(&env.ns, &format!("f{i:02}"), 3))
-        .collect();
-    for f in &more {
-        env.apply_fleet(&f.yaml()).await?;
-    }
-    fleets.extend(more);
-    let t1 = Instant::now();
-    all_ready(env, &fleets, Duration::from_secs(300)).await?;
-    eprintln!(
-        "[scale] 50 fleets x 3 members ready ({:?} for the last 30)",
-        t1.elapsed()
-    );
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let pid = env.h(h).pid().unwrap_or(0);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |n: &str| {
+    let kib = |name: &str| -> u64 {
         status
             .lines()
-            .find(|l| l.starts_with(n))
-            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
-            .unwrap_or_default()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     };
-    let bin = healer_bin()?;
-    eprintln!(
-        "[scale] healer RSS with 50 fleets x 3 members: VmRSS {} (peak VmHWM {}), binary {}",
-        field("VmRSS:"),
-        field("VmHWM:"),
-        bin.display()
-    );
+    let (rss, hwm) = (kib("VmRSS:"), kib("VmHWM:"));
     let m = env.h(h).metrics_text().await?;
+    let decide_us = 1e6 * sum_metric(&m, "celld_healer_decide_duration_seconds_sum")
+        / sum_metric(&m, "celld_healer_decide_duration_seconds_count").max(1.0);
     eprintln!(
-        "[scale] decide: {} calls, {:.1} us mean",
-        sum_metric(&m, "celld_healer_decide_duration_seconds_count"),
-        1e6 * sum_metric(&m, "celld_healer_decide_duration_seconds_sum")
-            / sum_metric(&m, "celld_healer_decide_duration_seconds_count").max(1.0)
+        "[scale] healer at {n} fleets x 3 members: VmRSS {rss} kB (peak VmHWM {hwm} kB), binary {}; decide {decide_us:.1} us mean",
+        healer_bin()?.display()
+    );
+    eprintln!(
+        "[scale-row] fleets={n} pods={} ready_s={:.1} rss_mib={:.1} rss_per_fleet_kib={:.0} cpu_s_per_min={cpu:.2} requests_per_min={total} writes_per_min={writes} reconciles_per_min={}",
+        3 * n,
+        ready.as_secs_f64(),
+        rss as f64 / 1024.0,
+        rss as f64 / n as f64,
+        r1 - r0
     );
     Ok(())
 }

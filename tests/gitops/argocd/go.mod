@@ -1,6 +1,6 @@
 // Argo CD's own diff, apply and Lua health packages, driven by the Rust end-to-end
-// tests (see main.go). Built by tests/gitops/build.sh with GOTOOLCHAIN from
-// tests/gitops/versions.env. The replace block is argo-cd's own, copied from its go.mod.
+// tests (see main.go). Built by tests/gitops/build.sh with GOTOOLCHAIN set by
+// its GITOPS_GOTOOLCHAIN (go1.27.3). The replace block is argo-cd's own, copied from its go.mod.
 module celld-fleet/tests/gitops/argocd
 
 go 1.27.0

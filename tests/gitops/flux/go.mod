@@ -1,6 +1,6 @@
 // Flux's own server-side apply engine and Kustomization API, driven by the Rust
-// end-to-end tests (see main.go). Built by tests/gitops/build.sh with GOTOOLCHAIN from
-// tests/gitops/versions.env. The yaml.v3 replace is fluxcd/pkg/ssa's own.
+// end-to-end tests (see main.go). Built by tests/gitops/build.sh with GOTOOLCHAIN set by
+// its GITOPS_GOTOOLCHAIN (go1.27.3). The yaml.v3 replace is fluxcd/pkg/ssa's own.
 module celld-fleet/tests/gitops/flux
 
 go 1.27.0
