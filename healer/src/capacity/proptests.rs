@@ -73,12 +73,17 @@ proptest! {
         // Counted (interval-spaced, fresh, advancing, complete) samples in the current
         // same-direction run, and when the run started.
         let mut run: Vec<(i64, bool)> = Vec::new();
+        // When the last sample was taken: a sample advances when it is newer. A tick that
+        // holds `frozen` but reports a smaller age still carries a newer sample.
+        let mut last_src: Option<i64> = None;
         for k in ticks {
             t += k.advance_s * 1000;
             applied.members = (applied.members + k.apply_delta).clamp(1, 20);
             if let Some(m) = k.manual { applied.declared = m; }
             if k.advancing { frozen = t; }
             let src = frozen - k.age_s * 1000;
+            let advanced = last_src.is_none_or(|prev| src > prev);
+            last_src = Some(src);
             let o = Observation {
                 at: Timestamp(t),
                 complete: k.complete,
@@ -114,7 +119,8 @@ proptest! {
             }
             if d.actionable {
                 // Every counted sample in the window was fresh and advancing.
-                prop_assert!(k.advancing && k.complete && k.age_s * 1000 <= i64::from(p.max_age_seconds) * 1000);
+                prop_assert!(advanced && k.complete && k.age_s * 1000 <= i64::from(p.max_age_seconds) * 1000,
+                    "{:?} from a sample that did not advance", d.reason);
             }
             if !d.manual && d.actionable {
                 prop_assert!((p.min_members..=p.max_members).contains(&d.desired));

@@ -108,12 +108,7 @@ async fn scale(env: &mut Env, counts: &[usize]) -> Result<()> {
             }
         };
         let t0 = Instant::now();
-        all_ready(
-            env,
-            &fleets,
-            Duration::from_secs(240.max(3 * added as u64)),
-        )
-        .await?;
+        all_ready(env, &fleets, Duration::from_secs(240.max(3 * added as u64))).await?;
         let ready = t0.elapsed();
         eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
         tokio::time::sleep(Duration::from_secs(10)).await;
