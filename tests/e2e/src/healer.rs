@@ -211,6 +211,20 @@ impl Healer {
         self.child.as_ref().map(Child::id)
     }
 
+    /// CPU seconds (user + system) the process has used so far, from `/proc/<pid>/stat`;
+    /// `None` once it has exited.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?)).ok()?;
+        // The fields after the command name (which may hold spaces) follow the last ')':
+        // utime and stime are the 12th and 13th of them.
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        Some((ticks(11)? + ticks(12)?) / hz.max(1.0))
+    }
+
     /// SIGKILL, no cleanup (as a crash or an OOM kill).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

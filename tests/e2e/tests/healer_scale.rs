@@ -59,19 +59,6 @@ fn counts() -> Result<Vec<usize>> {
     Ok(v)
 }
 
-/// User plus system CPU seconds the process has used.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the ')'.
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (ticks(11) + ticks(12)) / hz
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_requests_and_memory() -> Result<()> {
     let counts = counts()?;
@@ -121,14 +108,15 @@ async fn scale(env: &mut Env, counts: &[usize]) -> Result<()> {
 /// CPU, memory; prints the `[scale-row]` line.
 async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result<()> {
     let pid = env.h(h).pid().context("the healer runs")?;
+    let cpu_now = || env.h(h).cpu_seconds().context("the healer's CPU time");
     let window = Duration::from_secs(60);
     let m0 = api_requests(&env.h(h).metrics_text().await?);
     let r0 = env.h(h).metric("celld_healer_reconciles_total").await?;
-    let c0 = cpu_seconds(pid);
+    let c0 = cpu_now()?;
     tokio::time::sleep(window).await;
     let m1 = api_requests(&env.h(h).metrics_text().await?);
     let r1 = env.h(h).metric("celld_healer_reconciles_total").await?;
-    let cpu = cpu_seconds(pid) - c0;
+    let cpu = cpu_now()? - c0;
     let mut diff: BTreeMap<String, f64> = BTreeMap::new();
     for (k, v) in &m1 {
         let d = v - m0.get(k).copied().unwrap_or(0.0);
@@ -159,6 +147,8 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         .map(|(_, v)| v)
         .sum();
     ensure!(writes == 0.0, "steady-state writes at {n} fleets: {diff:?}");
+    // An empty f64 sum is -0.0; print it as 0.
+    let writes = writes.abs();
     // The only reconciles in steady state are the application observations (one per
     // fleet per --application-interval, 60 s by default); they wrote nothing.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
