@@ -352,11 +352,20 @@ async fn external(env: &mut Env) -> Result<()> {
     ensure!(selector.contains(&f.identity), "selector {selector}");
     let (reason, _, desired) = wait_reason(env, &f.name, &["ExternalOwner"], 60).await?;
     ensure!(desired == Some(4), "{reason}: desired {desired:?}");
-    let s = fleet(env, &f.name).await?.status.context("status")?;
-    ensure!(
-        s.joining_members == Some(0) && s.terminating_members == Some(0),
-        "counts: {s:?}"
-    );
+    // The healer writes status after it sees the Pods ready; the Pods being ready is
+    // not yet its write, so wait for the counts rather than read them once.
+    let s = wait_for(
+        "status counts 4 ready, none joining or terminating",
+        Duration::from_secs(60),
+        || async {
+            let s = fleet(env, &f.name).await?.status.unwrap_or_default();
+            Ok((s.ready_members == Some(4)
+                && s.joining_members == Some(0)
+                && s.terminating_members == Some(0))
+            .then_some(s))
+        },
+    )
+    .await?;
     ensure!(
         s.reservation == Some(reservation_of(&f)),
         "status.reservation: {s:?}"
