@@ -1,6 +1,7 @@
 //! The watches: their caches, their health, and which fleet a watched object concerns.
 //!
-//! Watches (list + watch, kept in reflector stores, `managedFields` dropped):
+//! Watches (list + watch, kept in reflector stores, each object cut down to what the
+//! healer reads: see [`super::trim`]):
 //!
 //! | resource | selector |
 //! | --- | --- |
@@ -34,7 +35,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
@@ -42,6 +43,7 @@ use super::http::Health;
 use super::metrics::{Metrics, ResourceLabel};
 use super::scoped::Scoped;
 use super::served::Served;
+use super::trim::Trim;
 
 /// Every cache a snapshot is built from. Fleets and reservations are watched
 /// cluster-wide; the rest in each served namespace.
@@ -214,7 +216,7 @@ fn watched<K>(
     health: Arc<WatchHealth>,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource + Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     events
@@ -222,7 +224,7 @@ where
             health.record(&key, &ev);
             ev
         })
-        .modify(|o| o.managed_fields_mut().clear())
+        .modify(K::trim)
         .reflect(writer)
         .touched_objects()
 }
@@ -238,6 +240,7 @@ fn served_watch<K>(
 ) -> (Scoped<K>, BoxStream<'static, Result<K, watcher::Error>>)
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Trim
         + Clone
         + DeserializeOwned
         + Debug
