@@ -161,11 +161,13 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
             .unwrap_or(0)
     };
     let (rss, hwm) = (kib("VmRSS:"), kib("VmHWM:"));
+    // Anonymous memory (heap, stacks) apart from the mapped binary's pages.
+    let (anon, file) = (kib("RssAnon:"), kib("RssFile:"));
     let m = env.h(h).metrics_text().await?;
     let decide_us = 1e6 * sum_metric(&m, "celld_healer_decide_duration_seconds_sum")
         / sum_metric(&m, "celld_healer_decide_duration_seconds_count").max(1.0);
     eprintln!(
-        "[scale] healer at {n} fleets x 3 members: VmRSS {rss} kB (peak VmHWM {hwm} kB), binary {}; decide {decide_us:.1} us mean",
+        "[scale] healer at {n} fleets x 3 members: VmRSS {rss} kB (RssAnon {anon} kB, RssFile {file} kB; peak VmHWM {hwm} kB), binary {}; decide {decide_us:.1} us mean",
         healer_bin()?.display()
     );
     eprintln!(
