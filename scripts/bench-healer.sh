@@ -50,46 +50,35 @@ CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$ROOT/target/release/
   cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
   || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
 
-# `[<tag>] key=value ...` lines -> their key=value words.
-rows() { grep -o "\\[$1\\].*" "$LOG" | sed "s/^\\[$1\\] //"; }
+# table TAG HEADER ROW: a Markdown table, one row per `[TAG] key=value ...` line of the
+# log. HEADER: the column names separated by `|`; ROW: the row with `{key}` for each value.
+table() {
+  grep -o "\\[$1\\].*" "$LOG" | sed "s/^\\[$1\\] //" | awk -v header="$2" -v row="$3" '
+    BEGIN {
+      n = split(header, h, "|")
+      line = "|"; rule = "|"
+      for (i = 1; i <= n; i++) { line = line " " h[i] " |"; rule = rule " --- |" }
+      print line; print rule
+    }
+    {
+      out = row
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); gsub("{" kv[1] "}", kv[2], out) }
+      print out
+    }'
+}
 
-# One Markdown row per `[scale-row]` line.
-TABLE="$(rows scale-row | awk '
-  BEGIN {
-    print "| fleets (Pods) | all Ready after | resident memory | per fleet | CPU per steady minute | API requests per steady minute | of which writes | reconciles per minute |"
-    print "| --- | --- | --- | --- | --- | --- | --- | --- |"
-  }
-  {
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "| %s (%s) | %s s | %s MiB | %s KiB | %s s | %s | %s | %s |\n",
-      v["fleets"], v["pods"], v["ready_s"], v["rss_mib"], v["rss_per_fleet_kib"],
-      v["cpu_s_per_min"], v["requests_per_min"], v["writes_per_min"], v["reconciles_per_min"]
-  }')"
+TABLE="$(table scale-row \
+  'fleets (Pods)|all Ready after|resident memory|per fleet|CPU per steady minute|API requests per steady minute|of which writes|reconciles per minute' \
+  '| {fleets} ({pods}) | {ready_s} s | {rss_mib} MiB | {rss_per_fleet_kib} KiB | {cpu_s_per_min} s | {requests_per_min} | {writes_per_min} | {reconciles_per_min} |')"
 [[ $(grep -c '^| [0-9]' <<<"$TABLE") -ge 1 ]] || { echo "no [scale-row] in $LOG" >&2; exit 1; }
-
-# The bursts (`[burst-row]`), one row per count.
-BURSTS="$(rows burst-row | awk '
-  BEGIN {
-    print "| fleets | nodes stopped | force-deletes (fleets) | deadlines spread over | deadline to write, p50 | p99 | max | over 1 s |"
-    print "| --- | --- | --- | --- | --- | --- | --- | --- |"
-  }
-  {
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "| %s | %s | %s (%s) | %s s | %s s | %s s | %s s | %s |\n",
-      v["fleets"], v["nodes"], v["actions"], v["fleets_hit"], v["spread_s"],
-      v["p50_s"], v["p99_s"], v["max_s"], v["over_1s"]
-  }')"
-# Healing one fleet while others grow (`[heal-row]`).
-HEALS="$(rows heal-row | awk '
-  BEGIN {
-    print "| Ready fleets | fleets created and growing | deadline to force-delete | deadline to the fleet Ready again | growing fleets all Ready after |"
-    print "| --- | --- | --- | --- | --- |"
-  }
-  {
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "| %s | %s | %s s | %s s | %s s |\n",
-      v["fleets"], v["growing"], v["action_s"], v["ready_s"], v["growing_ready_s"]
-  }')"
+# The bursts, one row per count.
+BURSTS="$(table burst-row \
+  'fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
+  '| {fleets} | {nodes} | {actions} ({fleets_hit}) | {spread_s} s | {p50_s} s | {p99_s} s | {max_s} s | {over_1s} |')"
+# Healing one fleet while others grow.
+HEALS="$(table heal-row \
+  'Ready fleets|fleets created and growing|deadline to force-delete|deadline to the fleet Ready again|growing fleets all Ready after' \
+  '| {fleets} | {growing} | {action_s} s | {ready_s} s | {growing_ready_s} s |')"
 [[ $BURST_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$BURSTS") -ge 1 ]] \
   || { echo "no [burst-row] in $LOG" >&2; exit 1; }
 [[ $GROWING -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$HEALS") -ge 1 ]] \
