@@ -10,7 +10,10 @@
 # `healer_scale` end-to-end test measures, with a release build of the healer: the time
 # until every fleet is Ready, then one steady minute: API requests, CPU seconds and
 # resident memory (and checks that the steady state makes no request but the lease
-# renewals and watches). It starts its own control plane on the ports of
+# renewals and watches); then a burst: BURST_NODES nodes (default 20) stopped at once
+# and their members deleted, each force-delete timed from its deadline. After the last
+# count it heals one fleet while GROWING (default 100) new fleets grow. It starts its
+# own control plane on the ports of
 # tests/controlplane/env.sh (override the CP_*_PORT variables to run beside another) and
 # stops it at the end. Needs what scripts/test-all.sh needs; builds what is missing.
 set -euo pipefail
@@ -19,6 +22,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 COUNTS="${1:-50,200,1000}"
 [[ $COUNTS =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "usage: $0 [COUNT[,COUNT...]]" >&2; exit 2; }
+BURST_NODES="${BURST_NODES:-20}"
+GROWING="${GROWING:-100}"
+[[ $BURST_NODES =~ ^[0-9]+$ && $GROWING =~ ^[0-9]+$ ]] \
+  || { echo "BURST_NODES and GROWING are whole numbers" >&2; exit 2; }
 DOC="$ROOT/docs/performance.md"
 BEGIN='<!-- bench-healer:begin -->'
 END='<!-- bench-healer:end -->'
@@ -37,28 +44,50 @@ tests/controlplane/start.sh >&2
 trap 'step "stopping the control plane"; tests/controlplane/stop.sh >&2' EXIT
 
 LOG="$(mktemp)"
-step "healer_scale with $COUNTS fleets (log: $LOG)"
+step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes, $GROWING growing (log: $LOG)"
 CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$ROOT/target/release/celld-healer" \
+  CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_GROWING="$GROWING" \
   cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
   || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
 
-# `[scale-row] key=value ...` lines -> one Markdown row each.
-TABLE="$(grep -o '\[scale-row\].*' "$LOG" | sed 's/^\[scale-row\] //' | awk '
-  BEGIN {
-    print "| fleets (Pods) | all Ready after | resident memory | per fleet | CPU per steady minute | API requests per steady minute | of which writes | reconciles per minute |"
-    print "| --- | --- | --- | --- | --- | --- | --- | --- |"
-  }
-  {
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "| %s (%s) | %s s | %s MiB | %s KiB | %s s | %s | %s | %s |\n",
-      v["fleets"], v["pods"], v["ready_s"], v["rss_mib"], v["rss_per_fleet_kib"],
-      v["cpu_s_per_min"], v["requests_per_min"], v["writes_per_min"], v["reconciles_per_min"]
-  }')"
+# table TAG HEADER ROW: a Markdown table, one row per `[TAG] key=value ...` line of the
+# log. HEADER: the column names separated by `|`; ROW: the row with `{key}` for each value.
+table() {
+  grep -o "\\[$1\\].*" "$LOG" | sed "s/^\\[$1\\] //" | awk -v header="$2" -v row="$3" '
+    BEGIN {
+      n = split(header, h, "|")
+      line = "|"; rule = "|"
+      for (i = 1; i <= n; i++) { line = line " " h[i] " |"; rule = rule " --- |" }
+      print line; print rule
+    }
+    {
+      out = row
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); gsub("{" kv[1] "}", kv[2], out) }
+      print out
+    }'
+}
+
+TABLE="$(table scale-row \
+  'fleets (Pods)|all Ready after|resident memory|per fleet|CPU per steady minute|API requests per steady minute|of which writes|reconciles per minute' \
+  '| {fleets} ({pods}) | {ready_s} s | {rss_mib} MiB | {rss_per_fleet_kib} KiB | {cpu_s_per_min} s | {requests_per_min} | {writes_per_min} | {reconciles_per_min} |')"
 [[ $(grep -c '^| [0-9]' <<<"$TABLE") -ge 1 ]] || { echo "no [scale-row] in $LOG" >&2; exit 1; }
+# The bursts, one row per count.
+BURSTS="$(table burst-row \
+  'fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
+  '| {fleets} | {nodes} | {actions} ({fleets_hit}) | {spread_s} s | {p50_s} s | {p99_s} s | {max_s} s | {over_1s} |')"
+# Healing one fleet while others grow.
+HEALS="$(table heal-row \
+  'Ready fleets|fleets created and growing|deadline to force-delete|deadline to the fleet Ready again|growing fleets all Ready after' \
+  '| {fleets} | {growing} | {action_s} s | {ready_s} s | {growing_ready_s} s |')"
+[[ $BURST_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$BURSTS") -ge 1 ]] \
+  || { echo "no [burst-row] in $LOG" >&2; exit 1; }
+[[ $GROWING -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$HEALS") -ge 1 ]] \
+  || { echo "no [heal-row] in $LOG" >&2; exit 1; }
 
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-SECTION="$(printf '%s\n\nMeasured %s on %s with `scripts/bench-healer.sh %s` (release build).\n\n%s\n%s' \
-  "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$COUNTS" "$TABLE" "$END")"
+SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (release build).\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
+  "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$GROWING" "$COUNTS" "$TABLE" \
+  "$BURST_NODES" "$BURSTS" "$GROWING" "$HEALS" "$END")"
 python3 - "$DOC" "$BEGIN" "$END" "$SECTION" <<'EOF'
 import sys
 path, begin, end, section = sys.argv[1:]
@@ -67,5 +96,5 @@ head, rest = text.split(begin, 1)
 _, tail = rest.split(end, 1)
 open(path, "w").write(head + section + tail)
 EOF
-printf '%s\n' "$TABLE"
+printf '%s\n\n%s\n\n%s\n' "$TABLE" "$BURSTS" "$HEALS"
 step "written to $DOC"

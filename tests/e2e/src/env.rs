@@ -219,7 +219,7 @@ impl Env {
             lease_name: format!("celld-healer-{}", self.ns),
             identity: "healer-a".into(),
             replacement_delay: "20s".into(),
-            force_delete_margin: "5s".into(),
+            force_delete_margin: format!("{FORCE_DELETE_MARGIN_S}s"),
             absorb_window: "10s".into(),
             lease_duration: "6s".into(),
             halt_after: None,

@@ -46,3 +46,6 @@ pub const MEMBER_SA: &str = "celld";
 pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// Termination grace of the test fleets (seconds).
 pub const GRACE_S: i64 = 6;
+/// The healer's `--force-delete-margin` in the tests (seconds): a Pod still there this
+/// long after its deletionTimestamp is force-deleted (rule F1).
+pub const FORCE_DELETE_MARGIN_S: i64 = 5;

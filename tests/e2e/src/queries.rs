@@ -258,7 +258,7 @@ pub async fn zone_of(env: &Env, node: &str) -> Result<String> {
 /// After a member's node stopped: waits until the node lifecycle controller evicts `pod`
 /// (its deletionTimestamp is set), then until the healer records `MemberForceDeleted` on
 /// `fleet`. Returns the deletionTimestamp, the force-delete deadline (it plus the tests'
-/// `--force-delete-margin` of 5 s) and the Event.
+/// `--force-delete-margin`, [`FORCE_DELETE_MARGIN_S`]) and the Event.
 pub async fn wait_evicted_then_force_deleted(
     env: &Env,
     fleet: &str,
@@ -283,7 +283,7 @@ pub async fn wait_evicted_then_force_deleted(
         },
     )
     .await?;
-    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(5);
+    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
     let ev = wait_event(env, fleet, "MemberForceDeleted", Duration::from_secs(60)).await?;
     Ok((deleting.0, deadline, ev))
 }

@@ -12,13 +12,37 @@
 //! The healer runs with the default lease duration (15 s) here. Each count prints one
 //! `[scale-row]` line that `scripts/bench-healer.sh` turns into the table of
 //! docs/performance.md. `CELLD_HEALER_BIN` can point at a release build to measure it
-//! instead of the debug one. Nodes per zone grow with the largest count (110 Pods each).
+//! instead of the debug one.
+//! - At every count, after the steady minute, a burst (issue 14): `CELLD_SCALE_BURST_NODES`
+//!   nodes (default 3, one per zone; the benchmark stops 20) are stopped at once and
+//!   every member Pod on them is deleted at once, as the taint-eviction controller
+//!   deletes the Pods of a lost node; their kubelets never confirm, so every one is due
+//!   for a force-delete (rule F1) at its deletionTimestamp plus the margin, all within a
+//!   second or two. For every force-delete: the time from that deadline (the Event names
+//!   the Pod and the end of its grace) to the write (the Event's time, recorded right
+//!   after the delete). Prints `[burst-row]` (p50, p99, max). Goal: p99 under 1 s,
+//!   reported, never asserted. The controller-manager would spread the same evictions
+//!   over a minute (it taints 0.1 node per second per zone), so the test deletes the Pods
+//!   itself to make the deadlines fall together.
+//! - After the last count, healing one fleet while `CELLD_SCALE_GROWING` others (default
+//!   10; the benchmark grows 100) are created and grow: one Ready fleet's member loses
+//!   its node and is deleted; the time from its force-delete deadline to the write and to
+//!   the fleet Ready again. Prints `[heal-row]`.
+//!
+//! Nodes per zone are sized so that the zone's Pods (the largest count plus the growing
+//! fleets: one member per zone each) fit on the nodes left after the burst, with one
+//! node to spare.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use celld_e2e::*;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Preconditions};
+use kubesim::sim::DEFAULT_NODE_PODS;
 
 async fn all_ready(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result<()> {
     wait_for("every fleet Ready", timeout, || async {
@@ -59,31 +83,61 @@ fn counts() -> Result<Vec<usize>> {
     Ok(v)
 }
 
+/// Applies the fleets four at a time (one at a time, 1,000 fleets take a quarter of an
+/// hour here).
+async fn apply_all(env: &Env, fleets: &[FleetFile]) -> Result<()> {
+    let part = fleets.len().div_ceil(4).max(1);
+    let worker = |i: usize| async move {
+        for f in fleets.iter().skip(i * part).take(part) {
+            env.apply_fleet(&f.yaml()).await?;
+        }
+        anyhow::Ok(())
+    };
+    let (a, b, c, d) = tokio::join!(worker(0), worker(1), worker(2), worker(3));
+    a.and(b).and(c).and(d)
+}
+
+/// A whole number from the environment, or its default.
+fn env_number(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(t) => t
+            .trim()
+            .parse()
+            .with_context(|| format!("{name}={t:?}: a whole number")),
+        Err(_) => Ok(default),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_requests_and_memory() -> Result<()> {
     let counts = counts()?;
     let largest = counts.last().copied().unwrap_or(50);
+    let burst = env_number("CELLD_SCALE_BURST_NODES", 3)?;
+    let growing = env_number("CELLD_SCALE_GROWING", 10)?;
+    let zones = ZONES.len();
+    // Every fleet has one member per zone: the zone's Pods must fit on the nodes the
+    // burst leaves running, with one node to spare.
+    let pods_per_zone = (largest + growing) as u32;
     let opts = EnvOptions {
-        nodes_per_zone: 2.max((largest as u32).div_ceil(110) + 1),
+        nodes_per_zone: 2
+            .max(pods_per_zone.div_ceil(DEFAULT_NODE_PODS) + burst.div_ceil(zones) as u32 + 1),
         ..EnvOptions::default()
     };
     let Some(mut env) = Env::start_with("scale", opts).await? else {
         return Ok(());
     };
-    let r = scale(&mut env, &counts).await;
+    let r = scale(&mut env, &counts, burst, growing).await;
     env.finish(r).await
 }
 
-async fn scale(env: &mut Env, counts: &[usize]) -> Result<()> {
+async fn scale(env: &mut Env, counts: &[usize], burst: usize, growing: usize) -> Result<()> {
     let mut fleets: Vec<FleetFile> = Vec::new();
     let mut h = None;
     for &n in counts {
         let more: Vec<FleetFile> = (fleets.len()..n)
             .map(|i| FleetFile::persistent(&env.ns, &format!("f{i:04}"), 3))
             .collect();
-        for f in &more {
-            env.apply_fleet(&f.yaml()).await?;
-        }
+        apply_all(env, &more).await?;
         let added = more.len();
         fleets.extend(more);
         let h = match h {
@@ -100,6 +154,14 @@ async fn scale(env: &mut Env, counts: &[usize]) -> Result<()> {
         eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
         tokio::time::sleep(Duration::from_secs(10)).await;
         steady_minute(env, h, n, ready).await?;
+        if burst > 0 {
+            burst_of_nodes(env, h, n, burst).await?;
+            all_ready(env, &fleets, Duration::from_secs(240.max(3 * n as u64))).await?;
+        }
+    }
+    if growing > 0 {
+        let more = heal_while_growing(env, &fleets, growing).await?;
+        fleets.extend(more);
     }
     Ok(())
 }
@@ -179,4 +241,346 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         r1 - r0
     );
     Ok(())
+}
+
+/// `MemberForceDeleted` Events recorded since `since`, by Pod: (fleet, the deadline the
+/// healer computed: the end of the Pod's grace its note names plus the margin, the
+/// Event's time). The core Event API with a field selector: only these come back, however
+/// many other Events the fleets have.
+async fn force_deletes(
+    env: &Env,
+    since: Timestamp,
+) -> Result<BTreeMap<String, (String, Timestamp, Timestamp)>> {
+    let api: Api<CoreEvent> = Api::namespaced(env.client.clone(), &env.ns);
+    let list = api
+        .list(&ListParams::default().fields("reason=MemberForceDeleted"))
+        .await?;
+    let margin = SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
+    let mut out = BTreeMap::new();
+    for e in list {
+        let Some(at) = e.event_time.as_ref().map(|t| t.0) else {
+            continue;
+        };
+        if at < since {
+            continue;
+        }
+        let note = e.message.clone().unwrap_or_default();
+        // "Force-deleted Pod <name>: its grace ended at <RFC 3339> and its node ..."
+        let parsed = note
+            .strip_prefix("Force-deleted Pod ")
+            .and_then(|r| r.split_once(": its grace ended at "))
+            .and_then(|(pod, r)| Some((pod, r.split_once(' ')?.0)));
+        let Some((pod, grace_end)) = parsed else {
+            bail!("a MemberForceDeleted Event with an unexpected note: {note:?}");
+        };
+        let grace_end: Timestamp = grace_end
+            .parse()
+            .with_context(|| format!("the grace end in {note:?}"))?;
+        let fleet = e.involved_object.name.clone().unwrap_or_default();
+        // The first write for a Pod counts (a retry would be a later Event).
+        out.entry(pod.to_string())
+            .or_insert((fleet, grace_end + margin, at));
+    }
+    Ok(out)
+}
+
+/// p-th percentile (nearest rank) of ascending values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Stops `count` nodes (round robin over the zones) at once, deletes every member Pod on
+/// them at once, and measures each force-delete from its deadline; then starts the nodes
+/// again.
+async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<()> {
+    let state = env.sim.control.state().await?;
+    let mut by_zone: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for node in state.nodes.iter().filter(|n| n.alive) {
+        by_zone
+            .entry(node.zone.clone())
+            .or_default()
+            .push(node.name.clone());
+    }
+    for nodes in by_zone.values_mut() {
+        nodes.sort();
+    }
+    let mut chosen: Vec<String> = Vec::new();
+    for i in 0.. {
+        let before = chosen.len();
+        for nodes in by_zone.values() {
+            // Each zone keeps at least one node running.
+            if chosen.len() < count && i + 1 < nodes.len() {
+                chosen.push(nodes[i].clone());
+            }
+        }
+        if chosen.len() == count || chosen.len() == before {
+            break;
+        }
+    }
+    ensure!(
+        chosen.len() == count,
+        "a burst of {count} nodes needs more nodes per zone than {by_zone:?}"
+    );
+    let stopped: BTreeSet<&str> = chosen.iter().map(String::as_str).collect();
+    let pods: Api<Pod> = env.api();
+    let victims: Vec<Pod> = pods
+        .list(&ListParams::default())
+        .await?
+        .into_iter()
+        .filter(|p| {
+            stopped.contains(node_of(p).as_str()) && p.metadata.deletion_timestamp.is_none()
+        })
+        .collect();
+    ensure!(!victims.is_empty(), "no member Pod on {chosen:?}");
+    let hit: BTreeSet<String> = victims
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .labels
+                .as_ref()?
+                .get(celld_gen::api::labels::IDENTITY)
+                .cloned()
+        })
+        .collect();
+    let m0 = env.h(h).metrics_text().await?;
+    let t0 = Timestamp::now();
+    let started = Instant::now();
+    let mut stops = tokio::task::JoinSet::new();
+    for node in chosen.clone() {
+        let control = env.sim.control.clone();
+        stops.spawn(async move { control.stop_node(&node).await });
+    }
+    while let Some(r) = stops.join_next().await {
+        r??;
+    }
+    let stopped_in = started.elapsed();
+    // What the taint-eviction controller sends for each Pod of a lost node: a plain
+    // DELETE (the Pod's own grace), here with the Pod's uid as precondition.
+    let mut deletes = tokio::task::JoinSet::new();
+    for chunk in victims.chunks(victims.len().div_ceil(32)) {
+        let (pods, chunk) = (pods.clone(), chunk.to_vec());
+        deletes.spawn(async move {
+            for p in chunk {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: p.metadata.uid.clone(),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                pods.delete(p.metadata.name.as_deref().unwrap_or_default(), &dp)
+                    .await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = deletes.join_next().await {
+        r??;
+    }
+    let deleted_in = started.elapsed();
+    let want: BTreeSet<String> = victims
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    eprintln!(
+        "[burst] {n} fleets: {} nodes stopped in {stopped_in:?} ({chosen:?}); {} member Pods of {} fleets deleted by {deleted_in:?}",
+        chosen.len(),
+        want.len(),
+        hit.len()
+    );
+    let timeout = Duration::from_secs(120 + want.len() as u64 / 2);
+    let got = wait_for(
+        "a MemberForceDeleted Event for every deleted Pod",
+        timeout,
+        || async {
+            let got = force_deletes(env, t0).await?;
+            Ok(want.iter().all(|p| got.contains_key(p)).then_some(got))
+        },
+    )
+    .await?;
+    let mut per_fleet: BTreeMap<&str, Vec<(Timestamp, f64)>> = BTreeMap::new();
+    let mut deadlines = Vec::new();
+    for pod in &want {
+        let (fleet, deadline, at) = &got[pod];
+        let lag = at.duration_since(*deadline).as_secs_f64();
+        per_fleet.entry(fleet).or_default().push((*at, lag));
+        deadlines.push(*deadline);
+    }
+    // Lags by the write's place among its fleet's writes (1st, 2nd, 3rd): one write per
+    // reconcile per fleet, so a fleet's later writes wait for its earlier ones.
+    let mut all: Vec<f64> = Vec::new();
+    let mut by_rank: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for writes in per_fleet.values_mut() {
+        writes.sort_by_key(|w| w.0);
+        for (i, (_, lag)) in writes.iter().enumerate() {
+            all.push(*lag);
+            by_rank.entry(i + 1).or_default().push(*lag);
+        }
+    }
+    let sort = |v: &mut Vec<f64>| v.sort_by(f64::total_cmp);
+    sort(&mut all);
+    deadlines.sort();
+    let spread = match (deadlines.first(), deadlines.last()) {
+        (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
+        _ => 0.0,
+    };
+    for (rank, lags) in &mut by_rank {
+        sort(lags);
+        eprintln!(
+            "[burst] {n} fleets: write {rank} of its fleet: {} writes, lag p50 {:.2} s, max {:.2} s",
+            lags.len(),
+            percentile(lags, 50.0),
+            percentile(lags, 100.0)
+        );
+    }
+    let over = all.iter().filter(|&&l| l > 1.0).count();
+    // What the healer did meanwhile: its reconciles by result, its requests by verb.
+    let m1 = env.h(h).metrics_text().await?;
+    let delta = |prefix: &str| sum_metric(&m1, prefix) - sum_metric(&m0, prefix);
+    let reconciles: Vec<String> = ["acted", "idle", "unconfirmed", "conflict", "error"]
+        .iter()
+        .map(|r| {
+            let k = format!("celld_healer_reconciles_total{{result=\"{r}\"}}");
+            format!("{r} {}", delta(&k))
+        })
+        .collect();
+    let (r0, r1) = (api_requests(&m0), api_requests(&m1));
+    let requests: BTreeMap<String, f64> = r1
+        .iter()
+        .map(|(k, v)| {
+            (
+                format!("{} {}", k.0, k.1),
+                v - r0.get(k).copied().unwrap_or(0.0),
+            )
+        })
+        .filter(|(_, d)| *d > 0.0)
+        .collect();
+    eprintln!(
+        "[burst] {n} fleets: deadlines spread over {spread:.1} s; until the last write the healer reconciled {} and sent {requests:?}",
+        reconciles.join(", ")
+    );
+    eprintln!(
+        "[burst-row] fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over} min_s={:.2}",
+        chosen.len(),
+        all.len(),
+        per_fleet.len(),
+        percentile(&all, 50.0),
+        percentile(&all, 99.0),
+        percentile(&all, 100.0),
+        all.first().copied().unwrap_or(0.0)
+    );
+    let mut starts = tokio::task::JoinSet::new();
+    for node in chosen {
+        let control = env.sim.control.clone();
+        starts.spawn(async move { control.start_node(&node).await });
+    }
+    while let Some(r) = starts.join_next().await {
+        r??;
+    }
+    Ok(())
+}
+
+/// Creates `growing` fleets and, while they grow, takes one Ready fleet's member's node
+/// away: measures its force-delete from the deadline, and the fleet Ready again.
+async fn heal_while_growing(
+    env: &Env,
+    fleets: &[FleetFile],
+    growing: usize,
+) -> Result<Vec<FleetFile>> {
+    let target = fleets.first().context("a Ready fleet to break")?;
+    let victim = format!("{}-1", target.name);
+    let more: Vec<FleetFile> = (0..growing)
+        .map(|i| FleetFile::persistent(&env.ns, &format!("g{i:04}"), 3))
+        .collect();
+    let pods: Api<Pod> = env.api();
+    let t0 = Instant::now();
+    let grow = async {
+        for f in &more {
+            env.apply_fleet(&f.yaml()).await?;
+        }
+        anyhow::Ok(t0.elapsed())
+    };
+    let heal = async {
+        // Let the growth get going first.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let pod = pods.get(&victim).await?;
+        let node = node_of(&pod);
+        let old_uid = pod.metadata.uid.clone();
+        let since = Timestamp::now();
+        env.sim.control.stop_node(&node).await?;
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: old_uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        pods.delete(&victim, &dp).await?;
+        let got = wait_for(
+            &format!("MemberForceDeleted for {victim}"),
+            Duration::from_secs(120),
+            || async { Ok(force_deletes(env, since).await?.remove(&victim)) },
+        )
+        .await?;
+        let (_, deadline, at) = got;
+        // The node comes back (its other members restart there).
+        env.sim.control.start_node(&node).await?;
+        wait_for(
+            &format!("{victim} back and ready"),
+            Duration::from_secs(240),
+            || async {
+                Ok(pods
+                    .get_opt(&victim)
+                    .await?
+                    .filter(|p| p.metadata.uid != old_uid && pod_ready(p))
+                    .map(|_| ()))
+            },
+        )
+        .await?;
+        // The fleet's own status says Ready with every member again.
+        wait_for(
+            &format!("{} Ready with 3 members", target.name),
+            Duration::from_secs(120),
+            || async {
+                let f = env
+                    .api::<celld_gen::api::CelldFleet>()
+                    .get(&target.name)
+                    .await?;
+                Ok(f.status
+                    .filter(|s| {
+                        s.ready_members == Some(3)
+                            && s.conditions
+                                .iter()
+                                .any(|c| c.type_ == "Ready" && c.status == "True")
+                    })
+                    .map(|_| ()))
+            },
+        )
+        .await?;
+        let ready = Timestamp::now();
+        anyhow::Ok((node, deadline, at, ready))
+    };
+    let (grown, healed) = tokio::join!(grow, heal);
+    let applied_in = grown?;
+    let (node, deadline, at, ready) = healed?;
+    let action_s = at.duration_since(deadline).as_secs_f64();
+    let ready_s = ready.duration_since(deadline).as_secs_f64();
+    let mut all = fleets.to_vec();
+    all.extend(more.iter().cloned());
+    all_ready(env, &all, Duration::from_secs(240.max(3 * growing as u64))).await?;
+    let grown_in = t0.elapsed();
+    eprintln!(
+        "[heal] {victim} (node {node}) force-deleted {action_s:.2} s after its deadline, {} Ready again {ready_s:.1} s after it, while {growing} fleets were created (applied in {applied_in:?}) and grew (all Ready after {grown_in:?})",
+        target.name
+    );
+    eprintln!(
+        "[heal-row] fleets={} growing={growing} action_s={action_s:.2} ready_s={ready_s:.1} growing_ready_s={:.1}",
+        fleets.len(),
+        grown_in.as_secs_f64()
+    );
+    Ok(more)
 }

@@ -33,6 +33,10 @@ use crate::control::{FaultKind, FaultRule, NodeView, PodView, StateView};
 use crate::ipalloc::{Cidr, IpAllocator};
 use crate::objects::{NodeSpec, glob_match, node_name};
 
+/// Pods a node holds (`--node-pods`), as a kubelet's default `maxPods`; tests size their
+/// nodes from it.
+pub const DEFAULT_NODE_PODS: u32 = 110;
+
 /// kubesim: plays every node's kubelet and the disk provisioner against a real API server.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "kubesim", version, about)]
@@ -98,7 +102,7 @@ pub struct Config {
     pub node_cpu: String,
     #[arg(long, default_value = "32Gi")]
     pub node_memory: String,
-    #[arg(long, default_value_t = 110)]
+    #[arg(long, default_value_t = DEFAULT_NODE_PODS)]
     pub node_pods: u32,
     /// Delete Nodes registered by an earlier kubesim with the same prefix that are not in
     /// this configuration.
