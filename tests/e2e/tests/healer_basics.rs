@@ -17,7 +17,7 @@ use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -119,6 +119,44 @@ async fn growth(env: &mut Env) -> Result<()> {
         app.0.converged == "True" && app.0.observed_members == 3,
         "{app:?}"
     );
+
+    // Each member's zone in status is its node's zone label (kubesim's nodes carry one),
+    // for the StatefulSet's and the Deployment's members alike.
+    for (fleet, identity) in [("alpha", &pf.identity), ("beta", &bf.identity)] {
+        let zones = wait_for(
+            &format!("{fleet}: every member's zone in status"),
+            Duration::from_secs(60),
+            || async {
+                let nodes: Api<Node> = Api::all(env.client.clone());
+                let mut want = BTreeMap::new();
+                for p in member_pods(env, identity).await? {
+                    let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                    let Some(node) = node else { return Ok(None) };
+                    let zone = nodes
+                        .get(&node)
+                        .await?
+                        .labels()
+                        .get("topology.kubernetes.io/zone")
+                        .cloned();
+                    want.insert(p.name_any(), zone);
+                }
+                let states = fleets
+                    .get(fleet)
+                    .await?
+                    .status
+                    .map(|s| s.member_states)
+                    .unwrap_or_default();
+                let got: BTreeMap<String, Option<String>> =
+                    states.into_iter().map(|m| (m.name, m.zone)).collect();
+                Ok(
+                    (got.len() == 3 && got == want && got.values().all(Option::is_some))
+                        .then_some(got),
+                )
+            },
+        )
+        .await?;
+        eprintln!("[growth] {fleet} member zones: {zones:?}");
+    }
 
     // Zonal disks: every claim bound, three distinct zones.
     let pvcs: Api<PersistentVolumeClaim> = env.api();
@@ -266,6 +304,139 @@ async fn growth(env: &mut Env) -> Result<()> {
     eprintln!(
         "[git-reapply] preconditions in the apply body: stale resourceVersion -> 409, other uid -> {other_code}, current -> accepted"
     );
+    Ok(())
+}
+
+/// Zones are status only: a healer whose RBAC lacks the `nodes` and `persistentvolumes`
+/// rules (an install from before them, or a cluster that refuses them) starts, becomes
+/// ready and grows a fleet; member zones stay empty, and the log (once) and
+/// `celld_healer_watch_healthy{resource="nodes"}` say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_zone_rules_the_healer_still_heals() -> Result<()> {
+    let Some(mut env) = Env::start("nozones").await? else {
+        return Ok(());
+    };
+    let role = format!("celld-healer-nozones-{}", env.ns);
+    let r = no_zones(&mut env, &role).await;
+    delete_cluster_rbac(
+        &env.client,
+        "nozones",
+        vec![
+            ("ClusterRole".into(), role.clone()),
+            ("ClusterRoleBinding".into(), role),
+        ],
+    )
+    .await;
+    env.finish(r).await
+}
+
+async fn no_zones(env: &mut Env, role: &str) -> Result<()> {
+    use celld_healer::runtime::rbac::{Scope, rules_json};
+    const SA: &str = "celld-healer-nozones";
+    // The declared RBAC without the two zone rules; the lease Role in the test's namespace.
+    let mut rules = rules_json(&[Scope::ClusterRead, Scope::Served]);
+    let all = rules.as_array_mut().context("rules")?;
+    let before = all.len();
+    all.retain(|r| {
+        !r["resources"]
+            .as_array()
+            .is_some_and(|rs| rs.iter().any(|x| x == "nodes" || x == "persistentvolumes"))
+    });
+    ensure!(all.len() + 2 == before, "the table has the two zone rules");
+    let rbac = "rbac.authorization.k8s.io";
+    let binding = |kind: &str, name: &str, ns: Option<&str>| {
+        let mut b = json!({
+            "apiVersion": format!("{rbac}/v1"), "kind": format!("{kind}Binding"),
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": rbac, "kind": kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": env.ns}],
+        });
+        if let Some(ns) = ns {
+            b["metadata"]["namespace"] = json!(ns);
+        }
+        b
+    };
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": SA, "namespace": env.ns}}),
+        json!({"apiVersion": format!("{rbac}/v1"), "kind": "ClusterRole",
+               "metadata": {"name": role}, "rules": rules}),
+        binding("ClusterRole", role, None),
+        json!({"apiVersion": format!("{rbac}/v1"), "kind": "Role",
+               "metadata": {"name": "lease", "namespace": env.ns},
+               "rules": rules_json(&[Scope::LeaseNamespace])}),
+        binding("Role", "lease", Some(&env.ns)),
+    ];
+    for o in &objects {
+        apply(&env.client, o, SETUP, false).await?;
+    }
+    let kubeconfig = env.dir.join("nozones.kubeconfig");
+    write_sa_kubeconfig(&env.cluster, &env.ns, SA, &kubeconfig).await?;
+    let sa = kubesim::testing::client_from_kubeconfig(&kubeconfig).await?;
+    wait_for("the ClusterRole in effect", Duration::from_secs(30), || {
+        let sa = sa.clone();
+        async move {
+            let pods = Api::<k8s_openapi::api::core::v1::Pod>::all(sa.clone())
+                .list(&ListParams::default().limit(1))
+                .await;
+            let nodes = Api::<Node>::all(sa)
+                .list(&ListParams::default().limit(1))
+                .await;
+            Ok(
+                (pods.is_ok() && matches!(nodes, Err(kube::Error::Api(s)) if s.code == 403))
+                    .then_some(()),
+            )
+        }
+    })
+    .await?;
+
+    let f = FleetFile::bucket(&env.ns, "nz", 2);
+    env.apply_fleet(&f.yaml()).await?;
+    let mut o = env.healer_options();
+    o.kubeconfig = Some(kubeconfig);
+    o.lease_namespace = Some(env.ns.clone());
+    let h = env.healer(o)?;
+    wait_condition(
+        env,
+        "nz",
+        "Ready",
+        "True",
+        Some("Provisioned"),
+        Duration::from_secs(120),
+    )
+    .await?;
+    let fleets: Api<CelldFleet> = env.api();
+    let states = wait_for("2 ready member states", Duration::from_secs(60), || async {
+        let s = fleets
+            .get("nz")
+            .await?
+            .status
+            .map(|s| s.member_states)
+            .unwrap_or_default();
+        Ok((s.len() == 2 && s.iter().all(|m| m.state == "Ready")).then_some(s))
+    })
+    .await?;
+    ensure!(
+        states.iter().all(|m| m.zone.is_none()),
+        "zones without the rules to read them: {states:?}"
+    );
+    ensure!(env.h(h).http_status("/readyz").await? == 200);
+    let m = env.h(h).metrics_text().await?;
+    for r in ["nodes", "persistentvolumes"] {
+        let healthy = sum_metric(
+            &m,
+            &format!("celld_healer_watch_healthy{{resource=\"{r}\"}}"),
+        );
+        ensure!(healthy == 0.0, "{r} watch reported healthy: {healthy}");
+        let said = env
+            .h(h)
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("member zones stay unknown") && l.contains(r))
+            .count();
+        ensure!(said == 1, "the log says it {said} times for {r}");
+    }
+    eprintln!("[nozones] ready and grown without the zone rules; zones empty: {states:?}");
     Ok(())
 }
 
