@@ -74,7 +74,7 @@ pub(super) struct Zones {
 impl std::fmt::Debug for Zones {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let t = self.tables.lock().expect("zones");
-        let mut d = f.debug_struct("Zones");
+        let mut d = f.debug_struct("zones");
         for (w, (table, state)) in t.iter() {
             d.field(w.resource(), &(table.live.len(), state));
         }

@@ -316,86 +316,33 @@ async fn without_the_zone_rules_the_healer_still_heals() -> Result<()> {
     let Some(mut env) = Env::start("nozones").await? else {
         return Ok(());
     };
-    let role = format!("celld-healer-nozones-{}", env.ns);
-    let r = no_zones(&mut env, &role).await;
-    delete_cluster_rbac(
-        &env.client,
-        "nozones",
-        vec![
-            ("ClusterRole".into(), role.clone()),
-            ("ClusterRoleBinding".into(), role),
-        ],
-    )
-    .await;
+    let r = no_zones(&mut env).await;
+    let r = r.and(restore_rbac(&env).await);
     env.finish(r).await
 }
 
-async fn no_zones(env: &mut Env, role: &str) -> Result<()> {
-    use celld_healer::runtime::rbac::{Scope, rules_json};
-    const SA: &str = "celld-healer-nozones";
-    // The declared RBAC without the two zone rules; the lease Role in the test's namespace.
-    let mut rules = rules_json(&[Scope::ClusterRead, Scope::Served]);
-    let all = rules.as_array_mut().context("rules")?;
-    let before = all.len();
-    all.retain(|r| {
-        !r["resources"]
-            .as_array()
-            .is_some_and(|rs| rs.iter().any(|x| x == "nodes" || x == "persistentvolumes"))
-    });
-    ensure!(all.len() + 2 == before, "the table has the two zone rules");
-    let rbac = "rbac.authorization.k8s.io";
-    let binding = |kind: &str, name: &str, ns: Option<&str>| {
-        let mut b = json!({
-            "apiVersion": format!("{rbac}/v1"), "kind": format!("{kind}Binding"),
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": rbac, "kind": kind, "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": env.ns}],
-        });
-        if let Some(ns) = ns {
-            b["metadata"]["namespace"] = json!(ns);
-        }
-        b
-    };
-    let objects = [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": SA, "namespace": env.ns}}),
-        json!({"apiVersion": format!("{rbac}/v1"), "kind": "ClusterRole",
-               "metadata": {"name": role}, "rules": rules}),
-        binding("ClusterRole", role, None),
-        json!({"apiVersion": format!("{rbac}/v1"), "kind": "Role",
-               "metadata": {"name": "lease", "namespace": env.ns},
-               "rules": rules_json(&[Scope::LeaseNamespace])}),
-        binding("Role", "lease", Some(&env.ns)),
-    ];
-    for o in &objects {
-        apply(&env.client, o, SETUP, false).await?;
-    }
-    let kubeconfig = env.dir.join("nozones.kubeconfig");
-    write_sa_kubeconfig(&env.cluster, &env.ns, SA, &kubeconfig).await?;
-    let sa = kubesim::testing::client_from_kubeconfig(&kubeconfig).await?;
-    wait_for("the ClusterRole in effect", Duration::from_secs(30), || {
+async fn no_zones(env: &mut Env) -> Result<()> {
+    apply(
+        &env.client,
+        &cluster_role_without(&["nodes", "persistentvolumes"])?,
+        SETUP,
+        false,
+    )
+    .await?;
+    let sa = kubesim::testing::client_from_kubeconfig(&env.healer_kubeconfig).await?;
+    wait_for("the nodes rule gone", Duration::from_secs(30), || {
         let sa = sa.clone();
         async move {
-            let pods = Api::<k8s_openapi::api::core::v1::Pod>::all(sa.clone())
-                .list(&ListParams::default().limit(1))
-                .await;
             let nodes = Api::<Node>::all(sa)
                 .list(&ListParams::default().limit(1))
                 .await;
-            Ok(
-                (pods.is_ok() && matches!(nodes, Err(kube::Error::Api(s)) if s.code == 403))
-                    .then_some(()),
-            )
+            Ok(matches!(nodes, Err(kube::Error::Api(s)) if s.code == 403).then_some(()))
         }
     })
     .await?;
-
     let f = FleetFile::bucket(&env.ns, "nz", 2);
     env.apply_fleet(&f.yaml()).await?;
-    let mut o = env.healer_options();
-    o.kubeconfig = Some(kubeconfig);
-    o.lease_namespace = Some(env.ns.clone());
-    let h = env.healer(o)?;
+    let h = env.healer(env.healer_options())?;
     wait_condition(
         env,
         "nz",
@@ -422,21 +369,45 @@ async fn no_zones(env: &mut Env, role: &str) -> Result<()> {
     );
     ensure!(env.h(h).http_status("/readyz").await? == 200);
     let m = env.h(h).metrics_text().await?;
+    let log = env.h(h).log_text();
     for r in ["nodes", "persistentvolumes"] {
         let healthy = sum_metric(
             &m,
             &format!("celld_healer_watch_healthy{{resource=\"{r}\"}}"),
         );
         ensure!(healthy == 0.0, "{r} watch reported healthy: {healthy}");
-        let said = env
-            .h(h)
-            .log_text()
+        let said = log
             .lines()
             .filter(|l| l.contains("member zones stay unknown") && l.contains(r))
             .count();
         ensure!(said == 1, "the log says it {said} times for {r}");
     }
     eprintln!("[nozones] ready and grown without the zone rules; zones empty: {states:?}");
+    Ok(())
+}
+
+/// The shared install's ClusterRole without the rules on `resources`.
+fn cluster_role_without(resources: &[&str]) -> Result<Value> {
+    let mut role = healer_rbac_objects()
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .context("no ClusterRole")?;
+    let rules: Vec<Value> = role["rules"]
+        .as_array()
+        .context("rules")?
+        .iter()
+        .filter(|r| !resources.iter().any(|x| r["resources"] == json!([x])))
+        .cloned()
+        .collect();
+    role["rules"] = Value::Array(rules);
+    Ok(role)
+}
+
+/// Gives the healer its full RBAC back (whatever a test removed).
+async fn restore_rbac(env: &Env) -> Result<()> {
+    for o in healer_rbac_objects() {
+        apply(&env.client, &o, SETUP, false).await?;
+    }
     Ok(())
 }
 
@@ -634,31 +605,18 @@ async fn no_action_while_a_watch_fails() -> Result<()> {
     };
     let r = watch_fails(&mut env).await;
     // Whatever happened, give the healer its full RBAC back.
-    let restore = async {
-        for o in healer_rbac_objects() {
-            apply(&env.client, &o, SETUP, false).await?;
-        }
-        Ok::<_, anyhow::Error>(())
-    }
-    .await;
-    let r = r.and(restore);
+    let r = r.and(restore_rbac(&env).await);
     env.finish(r).await
 }
 
 async fn watch_fails(env: &mut Env) -> Result<()> {
-    let mut role = healer_rbac_objects()
-        .into_iter()
-        .find(|o| o["kind"] == "ClusterRole")
-        .context("no ClusterRole")?;
-    let rules: Vec<Value> = role["rules"]
-        .as_array()
-        .context("rules")?
-        .iter()
-        .filter(|r| r["resources"] != json!(["services"]))
-        .cloned()
-        .collect();
-    role["rules"] = Value::Array(rules);
-    apply(&env.client, &role, SETUP, false).await?;
+    apply(
+        &env.client,
+        &cluster_role_without(&["services"])?,
+        SETUP,
+        false,
+    )
+    .await?;
     let f = FleetFile::persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
@@ -682,9 +640,7 @@ async fn watch_fails(env: &mut Env) -> Result<()> {
     eprintln!(
         "[watch-fails] Service list forbidden: /readyz 503, no finalizer, no status, replicas at 1, no write"
     );
-    for o in healer_rbac_objects() {
-        apply(&env.client, &o, SETUP, false).await?;
-    }
+    restore_rbac(env).await?;
     let t0 = std::time::Instant::now();
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(90)).await?;
     ensure!(env.h(h).http_status("/readyz").await? == 200);
