@@ -105,9 +105,12 @@ fn a_member_not_ready_says_not_ready() {
     waits(&mut b, &o, Reason::PendingCapacity, "f-1: not ready");
 }
 
+/// Spoils member `f-1`'s metrics in an observation taken at the given time (ms).
+type Spoil = fn(&mut Observation, i64);
+
 #[test]
 fn metrics_causes_name_the_member_and_why() {
-    let cases: [(fn(&mut Observation, i64), &str); 5] = [
+    let cases: [(Spoil, &str); 5] = [
         (
             |o, _| {
                 o.samples[1].metrics = None;

@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use celld_api::CelldFleet;
-use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
@@ -32,6 +32,7 @@ use kube::{Api, Client};
 use tracing::{info, warn};
 
 use super::metrics::{Metrics, ResourceLabel};
+use super::scoped::Scoped;
 use super::watches::{Obj, Stores, by_identity};
 use crate::zone::{ZONE_LABEL, ZoneLookup, volume_zone};
 
@@ -203,6 +204,9 @@ impl Zones {
     }
 }
 
+/// An object's name and zone, as a watch's objects are kept.
+type Entry<K> = fn(&K) -> (String, Option<String>);
+
 /// A Node's name and zone label.
 fn node_entry(n: &PartialObjectMeta<Node>) -> (String, Option<String>) {
     let m = &n.metadata;
@@ -228,71 +232,63 @@ pub(super) fn open(
     stores: &Stores,
 ) -> BoxStream<'static, ObjectRef<CelldFleet>> {
     let config = watcher::Config::default();
-    let (z, pods, fleets) = (
-        zones.clone(),
-        stores.pods.clone(),
-        by_identity(stores.fleets.clone()),
-    );
+    let fleets = by_identity(stores.fleets.clone());
     // `PartialObjectMeta`: metadata-only list and watch requests.
-    let nodes = watch_fn(
-        Api::<PartialObjectMeta<Node>>::all(client.clone()),
-        config.clone(),
-    )
-    .default_backoff()
-    .map(move |ev| {
-        let changed: HashSet<String> = z
-            .record(Which::Nodes, &ev, node_entry)
-            .into_iter()
-            .collect();
-        if changed.is_empty() {
-            return Vec::new();
-        }
-        // The fleets with a member Pod on one of those nodes.
-        pods.state()
-            .iter()
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_ref())
-                    .is_some_and(|n| changed.contains(n))
-            })
-            .flat_map(|p| fleets(&Obj::labelled(&**p)))
-            .collect()
-    });
-    let (z, claims, fleets) = (
-        zones.clone(),
-        stores.claims.clone(),
-        by_identity(stores.fleets.clone()),
+    let nodes = requeues(
+        watch_fn(
+            Api::<PartialObjectMeta<Node>>::all(client.clone()),
+            config.clone(),
+        ),
+        (zones.clone(), Which::Nodes, node_entry),
+        stores.pods.clone(),
+        |p: &Pod| p.spec.as_ref()?.node_name.as_ref(),
+        {
+            let fleets = fleets.clone();
+            move |p: &Pod| fleets(&Obj::labelled(p))
+        },
     );
-    let volumes = watch_fn(Api::<PersistentVolume>::all(client.clone()), config)
-        .default_backoff()
-        .map(move |ev| {
-            let changed: HashSet<String> = z
-                .record(Which::Volumes, &ev, volume_entry)
-                .into_iter()
-                .collect();
-            if changed.is_empty() {
-                return Vec::new();
-            }
-            // The fleets with a claim bound to one of those volumes.
-            claims
-                .state()
-                .iter()
-                .filter(|c| {
-                    c.spec
-                        .as_ref()
-                        .and_then(|s| s.volume_name.as_ref())
-                        .is_some_and(|v| changed.contains(v))
-                })
-                .flat_map(|c| fleets(&Obj::claim(c)))
-                .collect()
-        });
+    let volumes = requeues(
+        watch_fn(Api::<PersistentVolume>::all(client.clone()), config),
+        (zones.clone(), Which::Volumes, volume_entry),
+        stores.claims.clone(),
+        |c: &PersistentVolumeClaim| c.spec.as_ref()?.volume_name.as_ref(),
+        move |c: &PersistentVolumeClaim| fleets(&Obj::claim(c)),
+    );
     futures::stream::select(nodes, volumes)
         .flat_map(|refs: Vec<ObjectRef<CelldFleet>>| {
             let unique: HashSet<ObjectRef<CelldFleet>> = refs.into_iter().collect();
             futures::stream::iter(unique)
         })
         .boxed()
+}
+
+/// One zone watch, recorded into `zones`, as the fleets to reconcile after each event:
+/// those of the cached objects (`cached`: Pods, claims) that are `on` a node or volume
+/// whose zone appeared, changed or went.
+fn requeues<K, O>(
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    (zones, which, entry): (Arc<Zones>, Which, Entry<K>),
+    cached: Scoped<O>,
+    on: fn(&O) -> Option<&String>,
+    fleets_of: impl Fn(&O) -> Vec<ObjectRef<CelldFleet>> + Send + 'static,
+) -> impl Stream<Item = Vec<ObjectRef<CelldFleet>>> + Send + 'static
+where
+    K: Send + 'static,
+    O: kube::Resource + Clone + Send + Sync + 'static,
+    O::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    events.default_backoff().map(move |ev| {
+        let changed: HashSet<String> = zones.record(which, &ev, entry).into_iter().collect();
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        cached
+            .state()
+            .iter()
+            .filter(|o| on(o).is_some_and(|n| changed.contains(n)))
+            .flat_map(|o| fleets_of(o.as_ref()))
+            .collect()
+    })
 }
 
 #[cfg(test)]

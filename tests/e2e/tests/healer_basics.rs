@@ -340,7 +340,7 @@ async fn no_zones(env: &mut Env) -> Result<()> {
         }
     })
     .await?;
-    let f = FleetFile::bucket(&env.ns, "nz", 2);
+    let f = FleetFile::bucket(&env.ns, "nz", 3);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
     wait_condition(
@@ -353,14 +353,14 @@ async fn no_zones(env: &mut Env) -> Result<()> {
     )
     .await?;
     let fleets: Api<CelldFleet> = env.api();
-    let states = wait_for("2 ready member states", Duration::from_secs(60), || async {
+    let states = wait_for("3 ready member states", Duration::from_secs(60), || async {
         let s = fleets
             .get("nz")
             .await?
             .status
             .map(|s| s.member_states)
             .unwrap_or_default();
-        Ok((s.len() == 2 && s.iter().all(|m| m.state == "Ready")).then_some(s))
+        Ok((s.len() == 3 && s.iter().all(|m| m.state == "Ready")).then_some(s))
     })
     .await?;
     ensure!(
