@@ -11,7 +11,8 @@ pub enum Scope {
     /// Always cluster-wide (ClusterRole + ClusterRoleBinding), and read-only but for one
     /// rule: every CelldFleet for the identity check (rule V2 compares a fleet with every
     /// fleet of the cluster, served or not) and the cluster-scoped bucket reservations
-    /// (rule V3), plus `patch` on reservations for the capacity history annotation.
+    /// (rule V3), plus `patch` on reservations for the capacity history annotation; and
+    /// the Nodes and PersistentVolumes whose zones member status shows.
     ClusterRead,
     /// The namespaces the healer serves. Watching every namespace: in the ClusterRole.
     /// With `--watch-namespace`: a Role and RoleBinding in each of those namespaces, so
@@ -60,6 +61,20 @@ pub const RULES: &[Rule] = &[
         verbs: &["patch"],
         scope: Scope::ClusterRead,
         why: "capacity history: one annotation on the fleet's reservation (merge patch with resourceVersion)",
+    },
+    Rule {
+        group: "",
+        resources: &["nodes"],
+        verbs: &["list", "watch"],
+        scope: Scope::ClusterRead,
+        why: "each member's zone in status, from its node's zone label (metadata only; never gating)",
+    },
+    Rule {
+        group: "",
+        resources: &["persistentvolumes"],
+        verbs: &["list", "watch"],
+        scope: Scope::ClusterRead,
+        why: "a member's zone while its Pod is on no node: its disk's node affinity (status only)",
     },
     Rule {
         group: "fleet.celld.dev",

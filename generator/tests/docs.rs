@@ -526,6 +526,8 @@ const NOT_HEALER_REASONS: &[&str] = &[
     "FieldManagerConflict",
     "Gi",
     "ImagePullBackOff",
+    // The node-selector operator of a volume's zone affinity.
+    "In",
     "InvalidImageName",
     "Ki",
     "Lease",

@@ -31,8 +31,12 @@ pub enum Answer {
     Body(Vec<u8>),
     /// Another HTTP status.
     Status(u16),
-    /// No answer (connection refused, timeout, body too large).
+    /// No answer (connection refused, reset).
     Failed(String),
+    /// No answer in time (connect or whole call).
+    Slow,
+    /// A body over [`MAX_BODY_BYTES`].
+    TooLarge,
 }
 
 /// One member's observation.
@@ -119,6 +123,14 @@ pub fn read(o: &Observation) -> Reading {
     let body = match &o.answer {
         Answer::Failed(why) => {
             r.verdict = Verdict::Unavailable(why.clone());
+            return r;
+        }
+        Answer::Slow => {
+            r.verdict = Verdict::Unavailable("timed out after 2 s".into());
+            return r;
+        }
+        Answer::TooLarge => {
+            r.verdict = Verdict::Unavailable("answer larger than 1 MiB".into());
             return r;
         }
         Answer::Status(s @ (404 | 501)) => {

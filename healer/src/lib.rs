@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod testkit;
 pub mod time;
 pub mod validity;
+pub mod zone;
 
 pub use config::Config;
 pub use decide::decide;

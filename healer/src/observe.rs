@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use crate::record::HandoffRecord;
 use crate::snapshot::*;
 use crate::time::Timestamp;
+use crate::zone::{self, ZoneLookup};
 
 /// Container waiting reasons that mean "waiting on image or configuration".
 pub const CONFIG_WAITS: [&str; 5] = [
@@ -66,9 +67,8 @@ pub struct Inputs<'a> {
     pub claims: &'a [PersistentVolumeClaim],
     /// For a Deployment: its ReplicaSets, to resolve which Pods it controls.
     pub replica_sets: &'a [ReplicaSet],
-    /// Node name to zone (`topology.kubernetes.io/zone`), when the runtime reads nodes;
-    /// only shown in member status.
-    pub node_zones: &'a BTreeMap<String, String>,
+    /// Where nodes and volumes are ([`crate::zone`]); only shown in member status.
+    pub zones: &'a dyn ZoneLookup,
     /// Result of verifying the prerequisites against the rendering.
     pub infrastructure: &'a Infrastructure,
     /// The capacity evaluator's conclusion.
@@ -180,7 +180,9 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
         let ours = label(m, IDENTITY) == Some(&fleet.identity)
             || label(m, REPLACEMENT_INDEX) == Some(&fleet.identity);
         if ours {
-            let mut p = pod(p, &rs_owner, i.node_zones)?;
+            let kpod = p;
+            let mut p = pod(p, &rs_owner)?;
+            p.zone = zone::member_zone(kpod, i.claims, i.zones);
             p.force_delete_retry_at = i.force_delete_retry.get(&p.uid).copied();
             pods.push(p);
         }
@@ -342,11 +344,7 @@ fn cond_status(s: &str) -> CondStatus {
     }
 }
 
-fn pod(
-    p: &KPod,
-    rs_owner: &BTreeMap<&str, &OwnerReference>,
-    zones: &BTreeMap<String, String>,
-) -> Result<Pod, ObserveError> {
+fn pod(p: &KPod, rs_owner: &BTreeMap<&str, &OwnerReference>) -> Result<Pod, ObserveError> {
     const K: &str = "Pod";
     let m = &p.metadata;
     let name = need(K, m, "name", &m.name)?;
@@ -448,7 +446,7 @@ fn pod(
             Err(e) => RecordState::Malformed(e),
         });
     Ok(Pod {
-        zone: node_name.as_ref().and_then(|n| zones.get(n).cloned()),
+        zone: None,
         name,
         uid,
         resource_version,
@@ -562,6 +560,19 @@ mod tests {
         .unwrap()
     }
 
+    /// Knows one node's zone.
+    #[derive(Debug)]
+    struct NodeOneInB;
+
+    impl ZoneLookup for NodeOneInB {
+        fn node(&self, name: &str) -> Option<String> {
+            (name == "node-1").then(|| "us-east-1b".to_string())
+        }
+        fn volume(&self, _: &str) -> Option<String> {
+            None
+        }
+    }
+
     fn observe(pods: &[KPod]) -> Result<Snapshot, ObserveError> {
         let f = fleet();
         let s = sts();
@@ -572,7 +583,7 @@ mod tests {
             pods,
             claims: &c,
             replica_sets: &[],
-            node_zones: &BTreeMap::from([("node-1".to_string(), "us-east-1b".to_string())]),
+            zones: &NodeOneInB,
             infrastructure: &Infrastructure::default(),
             capacity: &CapacitySignal::default(),
             identity_conflict: None,

@@ -35,7 +35,7 @@ use celld_api::CapacityMode;
 
 use super::evidence;
 use super::history::{History, Load, Remembered, Stamp};
-use super::observation::Observation;
+use super::observation::{Observation, Problem, Source};
 use super::policy::{self, Policy};
 use super::reasons::Reason;
 use super::redistribution;
@@ -73,6 +73,18 @@ pub struct Decision {
     pub manual: bool,
     /// Whether survivors could absorb a removed member now.
     pub survivors: SurvivorEvidence,
+    /// The stabilization window under way, for metrics: the message leaves its moving
+    /// counts out, so the status changes only when the decision does.
+    pub window: Option<Window>,
+}
+
+/// A stabilization window under way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Samples counted so far.
+    pub samples: i32,
+    /// Seconds since it began.
+    pub seconds: i64,
 }
 
 impl Decision {
@@ -151,6 +163,7 @@ pub fn evaluate(
         actionable: false,
         manual: false,
         survivors: survivors.clone(),
+        window: None,
     };
 
     // Rule E13 (durable actions): the applied count moved since the last evaluation.
@@ -313,40 +326,63 @@ fn step(
     let window = ms(p.min_window_seconds)..=ms(p.max_window_seconds);
     let mut complete = o.complete && o.samples.len() == current as usize;
     let mut missing: Option<String> = None;
-    let mut not_useful: Vec<&str> = Vec::new();
+    let mut not_useful: Vec<String> = Vec::new();
     let (mut useful, mut high, mut low, mut advancing) = (0, false, true, true);
     let mut seen = std::collections::BTreeSet::new();
     let mut stamps = std::collections::BTreeMap::new();
     for s in &o.samples {
         let unique = !s.identity.is_empty() && seen.insert(s.identity.as_str());
-        let runtime = s
-            .runtime
-            .as_ref()
-            .filter(|r| unique && fresh(r.sampled) && fresh(r.received) && r.sampled <= r.received);
-        if runtime.is_some() && s.ready {
-            useful += 1;
-        } else {
-            not_useful.push(&s.member);
+        // Why each source is unusable, if it is ([`Problem`]): the collector's reason when
+        // it has none, this evaluation's when it is too old or out of range.
+        let runtime_problem = match &s.runtime {
+            None => Some(
+                s.problem
+                    .clone()
+                    .unwrap_or_else(|| Problem::Missing(Source::State, "no answer".to_string())),
+            ),
+            Some(_) if !unique => Some(Problem::Missing(
+                Source::State,
+                "no running container identity".to_string(),
+            )),
+            Some(r) if !(fresh(r.sampled) && fresh(r.received) && r.sampled <= r.received) => {
+                Some(Problem::Stale(Source::State))
+            }
+            Some(_) => None,
+        };
+        let metrics_problem =
+            match &s.metrics {
+                None => Some(s.problem.clone().unwrap_or_else(|| {
+                    Problem::Missing(Source::Metrics, "no PodMetrics".to_string())
+                })),
+                Some(m) if !(fresh(m.at) && fresh(m.received) && m.at <= m.received) => {
+                    Some(Problem::Stale(Source::Metrics))
+                }
+                Some(m)
+                    if !(window.contains(&m.window_ms)
+                        && m.cpu_millicores >= 0
+                        && m.memory_mib >= 0) =>
+                {
+                    Some(Problem::Malformed(
+                        Source::Metrics,
+                        "averaging window or usage out of range".to_string(),
+                    ))
+                }
+                Some(_) => None,
+            };
+        let runtime = s.runtime.as_ref().filter(|_| runtime_problem.is_none());
+        let metrics = s.metrics.as_ref().filter(|_| metrics_problem.is_none());
+        match (&runtime_problem, s.ready) {
+            (None, true) => useful += 1,
+            (_, false) => not_useful.push(format!("{}: {}", s.member, Problem::NotReady)),
+            (Some(p), true) => not_useful.push(format!("{}: {p}", s.member)),
         }
-        let metrics = s.metrics.as_ref().filter(|m| {
-            fresh(m.at)
-                && fresh(m.received)
-                && m.at <= m.received
-                && window.contains(&m.window_ms)
-                && m.cpu_millicores >= 0
-                && m.memory_mib >= 0
-        });
         let (Some(r), Some(m)) = (runtime, metrics) else {
             complete = false;
             low = false;
             if missing.is_none() {
-                let why = s.problem.clone().unwrap_or_else(|| {
-                    match (runtime.is_some(), metrics.is_some()) {
-                        (false, _) if !unique => "no running container identity".to_string(),
-                        (false, _) => "no fresh /state sample".to_string(),
-                        _ => "no fresh resource metrics".to_string(),
-                    }
-                });
+                let why = runtime_problem
+                    .or(metrics_problem)
+                    .unwrap_or(Problem::NotReady);
                 missing = Some(format!("member {}: {why}", s.member));
             }
             continue;
@@ -384,10 +420,7 @@ fn step(
         let who = if not_useful.is_empty() {
             format!("{pending} applied member(s) not observed")
         } else {
-            format!(
-                "not ready or without a fresh /state sample: {}",
-                not_useful.join(", ")
-            )
+            not_useful.join("; ")
         };
         return if o.at.0 - since >= ms(p.provisioning_timeout_seconds) {
             hold(
@@ -484,16 +517,20 @@ fn step(
         // Rule E9 (stabilization).
         if h.high_samples < p.min_samples || o.at.0 - since < ms(p.scale_out_stabilization_seconds)
         {
-            return hold(
+            let mut d = hold(
                 Reason::StabilizingOut,
                 format!(
-                    "High load for {} of {} samples over {} of {} s",
-                    h.high_samples,
+                    "High load since {}; growth needs {} samples over {} s",
+                    Timestamp(since).rfc3339(),
                     p.min_samples,
-                    (o.at.0 - since) / 1000,
                     p.scale_out_stabilization_seconds
                 ),
             );
+            d.window = Some(Window {
+                samples: h.high_samples,
+                seconds: (o.at.0 - since) / 1000,
+            });
+            return d;
         }
         // Rule E10 (cooldown).
         if let Some(last) = h.last_action
@@ -532,16 +569,20 @@ fn step(
         h.low_samples += 1;
         // Rule E9 (stabilization).
         if h.low_samples < p.min_samples || o.at.0 - since < ms(p.scale_in_stabilization_seconds) {
-            return hold(
+            let mut d = hold(
                 Reason::StabilizingIn,
                 format!(
-                    "Low load for {} of {} samples over {} of {} s",
-                    h.low_samples,
+                    "Low load since {}; contraction needs {} samples over {} s",
+                    Timestamp(since).rfc3339(),
                     p.min_samples,
-                    (o.at.0 - since) / 1000,
                     p.scale_in_stabilization_seconds
                 ),
             );
+            d.window = Some(Window {
+                samples: h.low_samples,
+                seconds: (o.at.0 - since) / 1000,
+            });
+            return d;
         }
         // Rule E10 (cooldown).
         if let Some(last) = h.last_action

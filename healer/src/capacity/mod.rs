@@ -26,8 +26,10 @@ pub mod wire;
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_messages;
 
-pub use evaluate::{Applied, Decision, evaluate, record_action};
+pub use evaluate::{Applied, Decision, Window, evaluate, record_action};
 pub use history::{History, HistoryError};
-pub use observation::{MetricsSample, Observation, RuntimeSample, Sample};
+pub use observation::{MetricsSample, Observation, Problem, RuntimeSample, Sample, Source};
 pub use reasons::Reason;

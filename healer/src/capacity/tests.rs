@@ -5,7 +5,7 @@ use celld_api::defaults::CAPACITY_DEFAULTS;
 
 use super::evaluate::{Applied, Decision, evaluate};
 use super::history::{History, HistoryError, MAX_BYTES, MAX_ENTRIES, VERSION};
-use super::observation::{MetricsSample, Observation, RuntimeSample, Sample};
+use super::observation::{MetricsSample, Observation, Problem, RuntimeSample, Sample, Source};
 use super::policy::Policy;
 use super::reasons::Reason;
 use crate::snapshot::SurvivorEvidence;
@@ -14,22 +14,22 @@ use crate::time::Timestamp;
 const T0: i64 = 1_800_000_000_000;
 
 /// A fleet the tests drive: every member answers with the configured load.
-struct Bench {
-    p: Policy,
-    h: Option<History>,
-    applied: Applied,
+pub(super) struct Bench {
+    pub(super) p: Policy,
+    pub(super) h: Option<History>,
+    pub(super) applied: Applied,
     /// Now, ms.
-    t: i64,
-    cpu: Vec<i64>,
-    mem: i64,
-    pressured: bool,
+    pub(super) t: i64,
+    pub(super) cpu: Vec<i64>,
+    pub(super) mem: i64,
+    pub(super) pressured: bool,
     /// Source timestamps advance with `t` unless frozen.
-    frozen_at: Option<i64>,
-    ready: bool,
+    pub(super) frozen_at: Option<i64>,
+    pub(super) ready: bool,
 }
 
 impl Bench {
-    fn new(mode: CapacityMode, members: i32) -> Bench {
+    pub(super) fn new(mode: CapacityMode, members: i32) -> Bench {
         Bench {
             p: Policy {
                 mode,
@@ -51,12 +51,12 @@ impl Bench {
         }
     }
 
-    fn load(&mut self, cpu: i64) -> &mut Self {
+    pub(super) fn load(&mut self, cpu: i64) -> &mut Self {
         self.cpu = vec![cpu; self.applied.members as usize];
         self
     }
 
-    fn sample(&self, i: usize) -> Sample {
+    pub(super) fn sample(&self, i: usize) -> Sample {
         let src = self.frozen_at.unwrap_or(self.t);
         Sample {
             member: format!("f-{i}"),
@@ -80,7 +80,7 @@ impl Bench {
         }
     }
 
-    fn observation(&self) -> Observation {
+    pub(super) fn observation(&self) -> Observation {
         Observation {
             at: Timestamp(self.t),
             complete: true,
@@ -90,21 +90,21 @@ impl Bench {
         }
     }
 
-    fn eval_with(&mut self, o: &Observation) -> Decision {
+    pub(super) fn eval_with(&mut self, o: &Observation) -> Decision {
         let (h, d) = evaluate(&self.p, self.h.take(), o, &self.applied, Timestamp(self.t));
         self.h = Some(h);
         d
     }
 
     /// Advances `secs` and evaluates a fresh observation.
-    fn tick(&mut self, secs: i64) -> Decision {
+    pub(super) fn tick(&mut self, secs: i64) -> Decision {
         self.t += secs * 1000;
         let o = self.observation();
         self.eval_with(&o)
     }
 
     /// Ticks every sample interval until the reason is `want` (at most `n` times).
-    fn until(&mut self, want: Reason, n: usize) -> Decision {
+    pub(super) fn until(&mut self, want: Reason, n: usize) -> Decision {
         let step = i64::from(self.p.sample_interval_seconds);
         for _ in 0..n {
             let d = self.tick(step);
@@ -116,7 +116,7 @@ impl Bench {
     }
 
     /// Applies a member count as the executor would.
-    fn apply(&mut self, members: i32) {
+    pub(super) fn apply(&mut self, members: i32) {
         self.applied.members = members;
         self.cpu
             .resize(members as usize, self.cpu.first().copied().unwrap_or(100));
@@ -204,11 +204,12 @@ fn e6_incomplete_metrics_names_the_member_and_why() {
     b.t += 15_000;
     let mut o = b.observation();
     o.samples[1].metrics = None;
-    o.samples[1].problem = Some("metrics.k8s.io: not found".into());
+    o.samples[1].problem = Some(Problem::Missing(Source::Metrics, "not found".into()));
     let d = b.eval_with(&o);
     assert_eq!(d.reason, Reason::IncompleteMetrics);
     assert!(
-        d.message.contains("member f-1: metrics.k8s.io: not found"),
+        d.message
+            .contains("member f-1: no metrics.k8s.io sample (not found)"),
         "{}",
         d.message
     );

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 
-use super::observation::{MetricsSample, RuntimeSample};
+use super::observation::{MetricsSample, Problem, RuntimeSample, Source};
 use crate::time::Timestamp;
 
 /// Largest body accepted from a member or the metrics API.
@@ -55,6 +55,17 @@ pub enum WireError {
         /// Container start.
         started: Timestamp,
     },
+}
+
+impl WireError {
+    /// The waiting message's cause: a sample from before the container started is stale
+    /// (it describes another process); anything else is malformed.
+    pub fn problem(&self, source: Source) -> Problem {
+        match self {
+            WireError::BeforeStart { .. } => Problem::Stale(source),
+            _ => Problem::Malformed(source, self.to_string()),
+        }
+    }
 }
 
 /// Accepts any JSON value, refusing an object that names a key twice (at any depth).

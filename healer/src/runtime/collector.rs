@@ -10,8 +10,9 @@
 //! 3. the fleet's Pods are listed again, and a member's sample is dropped if the member
 //!    changed meanwhile (container identity, IP, readiness or fleet label).
 //!
-//! A source that fails leaves the sample without it and says why; the evaluator then
-//! waits and names the member. Nothing is ever guessed, and nothing but GET is sent.
+//! A source that fails leaves the sample without it and says why ([`Problem`]: missing,
+//! stale, malformed, too large, slow, or the member changed meanwhile); the evaluator
+//! then waits and names the member and the cause. Nothing is ever guessed, and nothing but GET is sent.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -25,7 +26,7 @@ use kube::{Api, Client};
 use super::members::{self, MEMBER_PORT};
 use crate::application::Answer;
 use crate::capacity::wire::{self, MAX_BODY_BYTES};
-use crate::capacity::{MetricsSample, Observation, Sample};
+use crate::capacity::{MetricsSample, Observation, Problem, Sample, Source};
 use crate::time::Timestamp;
 
 /// Most member Pods one observation covers; a longer list is not an observation.
@@ -98,19 +99,18 @@ impl Collector {
                 async move {
                     tokio::time::timeout_at(deadline, this.runtime(&p))
                         .await
-                        .unwrap_or_else(|_| Err("the observation deadline passed".to_string()))
+                        .unwrap_or(Err(Problem::Slow(Source::State)))
                 }
             }))
             .buffered(self.concurrency)
             .collect::<Vec<_>>()
         );
-        let mut metrics =
-            metrics.unwrap_or_else(|_| Err("the observation deadline passed".to_string()));
+        let mut metrics = metrics.unwrap_or(Err(Problem::Slow(Source::Metrics)));
         // Both reads done: each member must still be the one we asked.
         let fresh = match tokio::time::timeout_at(deadline, self.reread(namespace, &selector)).await
         {
             Ok(r) => r,
-            Err(_) => Err("the observation deadline passed".to_string()),
+            Err(_) => Err(Problem::Slow(Source::Pods)),
         };
         let samples = pods
             .iter()
@@ -127,29 +127,32 @@ impl Collector {
                     Ok(list) => match list.iter().find(|f| f.metadata.name == p.metadata.name) {
                         Some(f) if same_member(p, f, identity) => {}
                         _ => {
-                            s.problem = Some("the member changed while it was sampled".to_string());
+                            s.problem = Some(Problem::Changed);
                             return s;
                         }
                     },
                     Err(e) => {
-                        s.problem = Some(format!("re-reading the Pods: {e}"));
+                        s.problem = Some(e.clone());
                         return s;
                     }
                 }
                 match runtime {
                     Ok(r) => s.runtime = Some(r),
-                    Err(e) => s.problem = Some(format!("/state: {e}")),
+                    Err(e) => s.problem = Some(e),
                 }
                 let m = match &mut metrics {
-                    Ok(map) => map
-                        .remove(&name)
-                        .unwrap_or_else(|| Err("no PodMetrics for the member".to_string())),
+                    Ok(map) => map.remove(&name).unwrap_or_else(|| {
+                        Err(Problem::Missing(
+                            Source::Metrics,
+                            "no PodMetrics for the member".to_string(),
+                        ))
+                    }),
                     Err(e) => Err(e.clone()),
                 };
                 match m {
                     Ok(m) => s.metrics = Some(m),
                     Err(e) => {
-                        s.problem.get_or_insert(format!("metrics.k8s.io: {e}"));
+                        s.problem.get_or_insert(e);
                     }
                 }
                 s
@@ -162,17 +165,24 @@ impl Collector {
         }
     }
 
-    async fn runtime(&self, p: &Pod) -> Result<crate::capacity::RuntimeSample, String> {
+    async fn runtime(&self, p: &Pod) -> Result<crate::capacity::RuntimeSample, Problem> {
         let ip = p.status.as_ref().and_then(|st| st.pod_ip.clone());
         let (Some(started), Some(ip), false) =
             (members::started(p), ip, pod_identity(p).is_empty())
         else {
-            return Err("no running celld container with a Pod IP".to_string());
+            return Err(Problem::Missing(
+                Source::State,
+                "no running celld container with a Pod IP".to_string(),
+            ));
         };
         match members::fetch(&ip, self.port, "/state").await {
-            Answer::Body(b) => wire::parse_state(&b, started, now()).map_err(|e| e.to_string()),
-            Answer::Status(code) => Err(format!("HTTP {code}")),
-            Answer::Failed(e) => Err(e),
+            Answer::Body(b) => {
+                wire::parse_state(&b, started, now()).map_err(|e| e.problem(Source::State))
+            }
+            Answer::Status(code) => Err(Problem::Missing(Source::State, format!("HTTP {code}"))),
+            Answer::Failed(e) => Err(Problem::Missing(Source::State, e)),
+            Answer::Slow => Err(Problem::Slow(Source::State)),
+            Answer::TooLarge => Err(Problem::TooLarge(Source::State)),
         }
     }
 
@@ -182,22 +192,23 @@ impl Collector {
         namespace: &str,
         selector: &str,
         pods: &[Pod],
-    ) -> Result<BTreeMap<String, Result<MetricsSample, String>>, String> {
+    ) -> Result<BTreeMap<String, Result<MetricsSample, Problem>>, Problem> {
+        let missing = |e: String| Problem::Missing(Source::Metrics, e);
         let url = format!(
             "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods?labelSelector={}",
             encode(selector)
         );
         let req = http::Request::get(url)
             .body(Vec::new())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| missing(e.to_string()))?;
         let text = tokio::time::timeout(self.call_timeout, self.client.request_text(req))
             .await
-            .map_err(|_| "timed out after 2 s".to_string())?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| Problem::Slow(Source::Metrics))?
+            .map_err(|e| missing(e.to_string()))?;
         // kube reads the whole body; the limit is checked on what arrived (a list for 100
         // members is tens of KiB).
         if text.len() > MAX_BODY_BYTES {
-            return Err(format!("{} bytes, over 1 MiB", text.len()));
+            return Err(Problem::TooLarge(Source::Metrics));
         }
         let started = |name: &str| {
             pods.iter()
@@ -206,24 +217,24 @@ impl Collector {
         };
         let map =
             wire::parse_pod_metrics_list(text.as_bytes(), namespace, CONTAINER, started, now())
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.problem(Source::Metrics))?;
         Ok(map
             .into_iter()
-            .map(|(k, v)| (k, v.map_err(|e| e.to_string())))
+            .map(|(k, v)| (k, v.map_err(|e| e.problem(Source::Metrics))))
             .collect())
     }
 
     /// The fleet's Pods again, by list (the healer has no `get` on Pods).
-    async fn reread(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, String> {
+    async fn reread(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, Problem> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         tokio::time::timeout(
             self.call_timeout,
             api.list(&ListParams::default().labels(selector)),
         )
         .await
-        .map_err(|_| "timed out after 2 s".to_string())?
+        .map_err(|_| Problem::Slow(Source::Pods))?
         .map(|l| l.items)
-        .map_err(|e| e.to_string())
+        .map_err(|e| Problem::Missing(Source::Pods, e.to_string()))
     }
 }
 

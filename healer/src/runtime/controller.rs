@@ -1,7 +1,8 @@
 //! The controller: opens the watches ([`super::watches`]), and runs one reconcile per
 //! fleet ([`super::reconcile`]) when a watched object of the fleet changes, at the
 //! wake-up time `decide` returned, when this replica becomes leader, and when an
-//! application observation finished with a changed view. Bursts are coalesced (250 ms
+//! application observation finished with a changed view, and when a member's node or
+//! volume zone appeared or changed ([`super::zones`]). Bursts are coalesced (250 ms
 //! debounce, at most 4 fleets at once). There is no periodic resync.
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use super::metrics::Metrics;
 use super::reconcile::{Reconciler, error_policy, reconcile};
 use super::served::Served;
 use super::watches::{self, Obj, WatchHealth};
+use super::zones::Zones;
 use crate::config::Config;
 use celld_api::healer_flags::Shard;
 
@@ -73,6 +75,8 @@ impl Controller {
             &s.served,
         ));
         let (stores, touched) = watches::open(&s.client, &s.served, &watches);
+        let zones = Arc::new(Zones::new(s.metrics.clone()));
+        let zone_changes = super::zones::open(&s.client, &zones, &stores);
         let fleets = stores.fleets.clone();
         let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Reconciler {
@@ -81,6 +85,7 @@ impl Controller {
             shard: s.shard,
             stores,
             watches,
+            zones,
             config: s.config.clone(),
             gate: s.gate.clone(),
             metrics: s.metrics.clone(),
@@ -137,6 +142,7 @@ impl Controller {
             .watches_stream(touched.reservations, m8)
             .reconcile_all_on(became_leader)
             .reconcile_on(poked)
+            .reconcile_on(zone_changes)
             .graceful_shutdown_on(async move {
                 let _ = shutdown.wait_for(|s| *s).await;
             })

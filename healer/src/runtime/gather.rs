@@ -115,7 +115,6 @@ pub(super) fn snapshot_of(
             .get(&ObjectRef::new(n).within(&svc_ns))
             .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
     });
-    let zones = BTreeMap::new();
     let all = ctx.stores.fleets.state();
     let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
     let lost_since = track_lost(&ctx.memory.lost, &g.claims, now);
@@ -144,7 +143,7 @@ pub(super) fn snapshot_of(
         pods: &g.pods,
         claims: &g.claims,
         replica_sets: &g.replica_sets,
-        node_zones: &zones,
+        zones: &*ctx.zones,
         infrastructure: &infrastructure,
         capacity,
         identity_conflict: owner.as_deref(),

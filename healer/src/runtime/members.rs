@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use celld_api::ApplicationStatus;
 use celld_api::CelldFleet;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
 use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
@@ -172,10 +172,12 @@ pub(crate) const MEMBER_PORT: u16 = 8081;
 pub(crate) async fn fetch(ip: &str, port: u16, path: &str) -> Answer {
     let addr = format!("{ip}:{port}");
     let call = async {
-        let stream = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr))
-            .await
-            .map_err(|_| "connect timed out".to_string())?
-            .map_err(|e| format!("connect: {e}"))?;
+        let Ok(stream) =
+            tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr)).await
+        else {
+            return Ok(Answer::Slow);
+        };
+        let stream = stream.map_err(|e| format!("connect: {e}"))?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
@@ -195,16 +197,19 @@ pub(crate) async fn fetch(ip: &str, port: u16, path: &str) -> Answer {
         if status != 200 {
             return Ok(Answer::Status(status));
         }
-        let body = Limited::new(resp.into_body(), application::MAX_BODY_BYTES)
+        let body = match Limited::new(resp.into_body(), application::MAX_BODY_BYTES)
             .collect()
             .await
-            .map_err(|e| format!("body: {e}"))?
-            .to_bytes();
+        {
+            Ok(b) => b.to_bytes(),
+            Err(e) if e.is::<LengthLimitError>() => return Ok(Answer::TooLarge),
+            Err(e) => return Err(format!("body: {e}")),
+        };
         Ok::<_, String>(Answer::Body(body.to_vec()))
     };
     match tokio::time::timeout(Duration::from_secs(2), call).await {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => Answer::Failed(e),
-        Err(_) => Answer::Failed("timed out after 2 s".into()),
+        Err(_) => Answer::Slow,
     }
 }

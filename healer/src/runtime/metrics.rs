@@ -15,6 +15,8 @@
 //! | `celld_healer_capacity_history_writes_total` | counter | patches of the capacity history annotation |
 //! | `celld_fleet_capacity_desired_members` | gauge | `namespace`, `fleet`: what the capacity evaluator wants |
 //! | `celld_fleet_capacity_applied_members` | gauge | `namespace`, `fleet`: the workload's replicas |
+//! | `celld_fleet_capacity_window_samples` | gauge | `namespace`, `fleet`: samples in the stabilization window under way (0: none) |
+//! | `celld_fleet_capacity_window_seconds` | gauge | `namespace`, `fleet`: how long that window has run |
 //! | `celld_fleet_capacity_decision` | gauge | `namespace`, `fleet`, `mode`, `reason`: 1 for the latest decision |
 
 use std::collections::HashMap;
@@ -124,6 +126,11 @@ pub struct Metrics {
     pub capacity_desired: Family<FleetLabels, Gauge>,
     /// Members applied (the workload's replicas), per fleet with a policy.
     pub capacity_applied: Family<FleetLabels, Gauge>,
+    /// Samples in the stabilization window under way, per fleet (the status message
+    /// leaves this moving count out).
+    pub capacity_window_samples: Family<FleetLabels, Gauge>,
+    /// Seconds that window has run, per fleet.
+    pub capacity_window_seconds: Family<FleetLabels, Gauge>,
     /// 1 for each fleet's latest decision (mode and reason).
     pub capacity_decision: Family<DecisionLabels, Gauge>,
     /// The decision series each fleet has now, so a new reason replaces the old one.
@@ -157,6 +164,8 @@ impl Metrics {
         let capacity_history_writes = Counter::default();
         let capacity_desired = Family::<FleetLabels, Gauge>::default();
         let capacity_applied = Family::<FleetLabels, Gauge>::default();
+        let capacity_window_samples = Family::<FleetLabels, Gauge>::default();
+        let capacity_window_seconds = Family::<FleetLabels, Gauge>::default();
         let capacity_decision = Family::<DecisionLabels, Gauge>::default();
         registry.register(
             "celld_healer_capacity_collect_duration_seconds",
@@ -177,6 +186,16 @@ impl Metrics {
             "celld_fleet_capacity_applied_members",
             "Members applied (the workload's replicas) of a fleet with a capacity policy",
             capacity_applied.clone(),
+        );
+        registry.register(
+            "celld_fleet_capacity_window_samples",
+            "Samples in the capacity stabilization window under way (0: none)",
+            capacity_window_samples.clone(),
+        );
+        registry.register(
+            "celld_fleet_capacity_window_seconds",
+            "Seconds the capacity stabilization window under way has run",
+            capacity_window_seconds.clone(),
         );
         registry.register(
             "celld_fleet_capacity_decision",
@@ -251,6 +270,8 @@ impl Metrics {
             capacity_history_writes,
             capacity_desired,
             capacity_applied,
+            capacity_window_samples,
+            capacity_window_seconds,
             capacity_decision,
             decision_series: Mutex::new(HashMap::new()),
             encode_lock: Mutex::new(()),
@@ -274,6 +295,16 @@ impl Metrics {
         self.capacity_applied
             .get_or_create(&fleet)
             .set(i64::from(applied));
+        let w = d.window.unwrap_or(crate::capacity::Window {
+            samples: 0,
+            seconds: 0,
+        });
+        self.capacity_window_samples
+            .get_or_create(&fleet)
+            .set(i64::from(w.samples));
+        self.capacity_window_seconds
+            .get_or_create(&fleet)
+            .set(w.seconds);
         let labels = DecisionLabels {
             namespace: fleet.namespace,
             fleet: fleet.fleet,
@@ -299,6 +330,8 @@ impl Metrics {
         };
         self.capacity_desired.remove(&fleet);
         self.capacity_applied.remove(&fleet);
+        self.capacity_window_samples.remove(&fleet);
+        self.capacity_window_seconds.remove(&fleet);
         if let Some(old) = self
             .decision_series
             .lock()

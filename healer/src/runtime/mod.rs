@@ -12,8 +12,9 @@
 //!   object of the fleet changes, and at the wake-up time `decide` returned; there is no
 //!   polling loop.
 //! - [`watches`]: the watches, their caches and health, and which fleet an object
-//!   concerns; [`trim`]: what the caches keep of each object; [`gather`]: one fleet's
-//!   objects and its [`crate::Snapshot`];
+//!   concerns; [`trim`]: what the caches keep of each object; [`zones`]: the node and
+//!   volume zones shown in member status (never gating); [`gather`]: one fleet's objects
+//!   and its [`crate::Snapshot`];
 //!   [`reconcile`]: the step; [`status_writer`]: the status patch; [`memory`]: what is
 //!   remembered between reconciles, and forgotten when objects go.
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
@@ -50,6 +51,7 @@ pub mod served;
 pub mod status_writer;
 pub mod trim;
 pub mod watches;
+pub mod zones;
 
 use std::sync::Arc;
 

@@ -34,6 +34,7 @@ use super::metrics::Metrics;
 use super::served::Served;
 use super::status_writer::write_status;
 use super::watches::{Stores, WatchHealth};
+use super::zones::Zones;
 use crate::config::Config;
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
@@ -50,6 +51,8 @@ pub(super) struct Reconciler {
     pub(super) shard: Shard,
     pub(super) stores: Stores,
     pub(super) watches: Arc<WatchHealth>,
+    /// Node and volume zones, for member status only.
+    pub(super) zones: Arc<Zones>,
     pub(super) config: Config,
     pub(super) gate: Gate,
     pub(super) metrics: Arc<Metrics>,

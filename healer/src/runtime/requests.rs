@@ -23,6 +23,9 @@ pub async fn client(metrics: Arc<Metrics>) -> Result<Client> {
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
 }
 
+/// The API group of resource metrics (the capacity collector's PodMetrics list).
+const METRICS_GROUP: &str = "metrics.k8s.io";
+
 /// The Kubernetes verb and resource of a request.
 pub fn classify(method: &http::Method, uri: &http::Uri) -> (&'static str, String) {
     let segs: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
@@ -39,11 +42,16 @@ pub fn classify(method: &http::Method, uri: &http::Uri) -> (&'static str, String
         }
         r => r.to_vec(),
     };
-    let resource = match rest.as_slice() {
+    let mut resource = match rest.as_slice() {
         [] => uri.path().to_string(),
         [r] | [r, _] => r.to_string(),
         [r, _, sub, ..] => format!("{r}/{sub}"),
     };
+    // PodMetrics share the resource name `pods`: name their group, so a PodMetrics list
+    // is not counted as a Pod list.
+    if let ["apis", METRICS_GROUP, ..] = segs.as_slice() {
+        resource = format!("{resource}.{METRICS_GROUP}");
+    }
     let named = rest.len() >= 2;
     let watch = uri
         .query()
@@ -108,6 +116,13 @@ mod tests {
         assert_eq!(
             c(M::DELETE, "/api/v1/namespaces/a/pods/p"),
             ("delete", "pods".into())
+        );
+        assert_eq!(
+            c(
+                M::GET,
+                "/apis/metrics.k8s.io/v1beta1/namespaces/a/pods?labelSelector=x"
+            ),
+            ("list", "pods.metrics.k8s.io".into())
         );
         assert_eq!(
             c(M::POST, "/apis/events.k8s.io/v1/namespaces/a/events"),

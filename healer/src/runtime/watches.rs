@@ -158,6 +158,22 @@ impl WatchHealth {
         }
     }
 
+    /// Marks every watch listed (tests of what must not gate a reconcile).
+    #[cfg(test)]
+    pub(super) fn all_listed_for_tests(&self) {
+        let done: Result<Event<Pod>, watcher::Error> = Ok(Event::InitDone);
+        let keys: Vec<WatchKey> = self
+            .states
+            .lock()
+            .expect("watch states")
+            .keys()
+            .cloned()
+            .collect();
+        for k in keys {
+            self.record(&k, &done);
+        }
+    }
+
     /// Ok when every watch has listed and none is failing; else why not.
     #[cfg(test)]
     pub(super) fn ready(&self) -> Result<(), String> {

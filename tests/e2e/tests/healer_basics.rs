@@ -17,7 +17,7 @@ use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -119,6 +119,44 @@ async fn growth(env: &mut Env) -> Result<()> {
         app.0.converged == "True" && app.0.observed_members == 3,
         "{app:?}"
     );
+
+    // Each member's zone in status is its node's zone label (kubesim's nodes carry one),
+    // for the StatefulSet's and the Deployment's members alike.
+    for (fleet, identity) in [("alpha", &pf.identity), ("beta", &bf.identity)] {
+        let zones = wait_for(
+            &format!("{fleet}: every member's zone in status"),
+            Duration::from_secs(60),
+            || async {
+                let nodes: Api<Node> = Api::all(env.client.clone());
+                let mut want = BTreeMap::new();
+                for p in member_pods(env, identity).await? {
+                    let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                    let Some(node) = node else { return Ok(None) };
+                    let zone = nodes
+                        .get(&node)
+                        .await?
+                        .labels()
+                        .get("topology.kubernetes.io/zone")
+                        .cloned();
+                    want.insert(p.name_any(), zone);
+                }
+                let states = fleets
+                    .get(fleet)
+                    .await?
+                    .status
+                    .map(|s| s.member_states)
+                    .unwrap_or_default();
+                let got: BTreeMap<String, Option<String>> =
+                    states.into_iter().map(|m| (m.name, m.zone)).collect();
+                Ok(
+                    (got.len() == 3 && got == want && got.values().all(Option::is_some))
+                        .then_some(got),
+                )
+            },
+        )
+        .await?;
+        eprintln!("[growth] {fleet} member zones: {zones:?}");
+    }
 
     // Zonal disks: every claim bound, three distinct zones.
     let pvcs: Api<PersistentVolumeClaim> = env.api();
@@ -266,6 +304,110 @@ async fn growth(env: &mut Env) -> Result<()> {
     eprintln!(
         "[git-reapply] preconditions in the apply body: stale resourceVersion -> 409, other uid -> {other_code}, current -> accepted"
     );
+    Ok(())
+}
+
+/// Zones are status only: a healer whose RBAC lacks the `nodes` and `persistentvolumes`
+/// rules (an install from before them, or a cluster that refuses them) starts, becomes
+/// ready and grows a fleet; member zones stay empty, and the log (once) and
+/// `celld_healer_watch_healthy{resource="nodes"}` say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_zone_rules_the_healer_still_heals() -> Result<()> {
+    let Some(mut env) = Env::start("nozones").await? else {
+        return Ok(());
+    };
+    let r = no_zones(&mut env).await;
+    let r = r.and(restore_rbac(&env).await);
+    env.finish(r).await
+}
+
+async fn no_zones(env: &mut Env) -> Result<()> {
+    apply(
+        &env.client,
+        &cluster_role_without(&["nodes", "persistentvolumes"])?,
+        SETUP,
+        false,
+    )
+    .await?;
+    let sa = kubesim::testing::client_from_kubeconfig(&env.healer_kubeconfig).await?;
+    wait_for("the nodes rule gone", Duration::from_secs(30), || {
+        let sa = sa.clone();
+        async move {
+            let nodes = Api::<Node>::all(sa)
+                .list(&ListParams::default().limit(1))
+                .await;
+            Ok(matches!(nodes, Err(kube::Error::Api(s)) if s.code == 403).then_some(()))
+        }
+    })
+    .await?;
+    let f = FleetFile::bucket(&env.ns, "nz", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    let h = env.healer(env.healer_options())?;
+    wait_condition(
+        env,
+        "nz",
+        "Ready",
+        "True",
+        Some("Provisioned"),
+        Duration::from_secs(120),
+    )
+    .await?;
+    let fleets: Api<CelldFleet> = env.api();
+    let states = wait_for("3 ready member states", Duration::from_secs(60), || async {
+        let s = fleets
+            .get("nz")
+            .await?
+            .status
+            .map(|s| s.member_states)
+            .unwrap_or_default();
+        Ok((s.len() == 3 && s.iter().all(|m| m.state == "Ready")).then_some(s))
+    })
+    .await?;
+    ensure!(
+        states.iter().all(|m| m.zone.is_none()),
+        "zones without the rules to read them: {states:?}"
+    );
+    ensure!(env.h(h).http_status("/readyz").await? == 200);
+    let m = env.h(h).metrics_text().await?;
+    let log = env.h(h).log_text();
+    for r in ["nodes", "persistentvolumes"] {
+        let healthy = sum_metric(
+            &m,
+            &format!("celld_healer_watch_healthy{{resource=\"{r}\"}}"),
+        );
+        ensure!(healthy == 0.0, "{r} watch reported healthy: {healthy}");
+        let said = log
+            .lines()
+            .filter(|l| l.contains("member zones stay unknown") && l.contains(r))
+            .count();
+        ensure!(said == 1, "the log says it {said} times for {r}");
+    }
+    eprintln!("[nozones] ready and grown without the zone rules; zones empty: {states:?}");
+    Ok(())
+}
+
+/// The shared install's ClusterRole without the rules on `resources`.
+fn cluster_role_without(resources: &[&str]) -> Result<Value> {
+    let mut role = healer_rbac_objects()
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .context("no ClusterRole")?;
+    let rules: Vec<Value> = role["rules"]
+        .as_array()
+        .context("rules")?
+        .iter()
+        .filter(|r| !resources.iter().any(|x| r["resources"] == json!([x])))
+        .cloned()
+        .collect();
+    role["rules"] = Value::Array(rules);
+    Ok(role)
+}
+
+/// Gives the healer its full RBAC back (whatever a test removed).
+async fn restore_rbac(env: &Env) -> Result<()> {
+    for o in healer_rbac_objects() {
+        apply(&env.client, &o, SETUP, false).await?;
+    }
     Ok(())
 }
 
@@ -463,31 +605,18 @@ async fn no_action_while_a_watch_fails() -> Result<()> {
     };
     let r = watch_fails(&mut env).await;
     // Whatever happened, give the healer its full RBAC back.
-    let restore = async {
-        for o in healer_rbac_objects() {
-            apply(&env.client, &o, SETUP, false).await?;
-        }
-        Ok::<_, anyhow::Error>(())
-    }
-    .await;
-    let r = r.and(restore);
+    let r = r.and(restore_rbac(&env).await);
     env.finish(r).await
 }
 
 async fn watch_fails(env: &mut Env) -> Result<()> {
-    let mut role = healer_rbac_objects()
-        .into_iter()
-        .find(|o| o["kind"] == "ClusterRole")
-        .context("no ClusterRole")?;
-    let rules: Vec<Value> = role["rules"]
-        .as_array()
-        .context("rules")?
-        .iter()
-        .filter(|r| r["resources"] != json!(["services"]))
-        .cloned()
-        .collect();
-    role["rules"] = Value::Array(rules);
-    apply(&env.client, &role, SETUP, false).await?;
+    apply(
+        &env.client,
+        &cluster_role_without(&["services"])?,
+        SETUP,
+        false,
+    )
+    .await?;
     let f = FleetFile::persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
@@ -511,9 +640,7 @@ async fn watch_fails(env: &mut Env) -> Result<()> {
     eprintln!(
         "[watch-fails] Service list forbidden: /readyz 503, no finalizer, no status, replicas at 1, no write"
     );
-    for o in healer_rbac_objects() {
-        apply(&env.client, &o, SETUP, false).await?;
-    }
+    restore_rbac(env).await?;
     let t0 = std::time::Instant::now();
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(90)).await?;
     ensure!(env.h(h).http_status("/readyz").await? == 200);

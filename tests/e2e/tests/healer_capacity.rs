@@ -395,7 +395,7 @@ async fn external(env: &mut Env) -> Result<()> {
 }
 
 /// A member whose `/state` is malformed, slow, huge or stale makes the decision wait,
-/// and the message names that member; replicas do not move meanwhile.
+/// and the message names that member and the cause; replicas do not move meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_member_state_makes_the_decision_wait() -> Result<()> {
     let Some(mut env) = Env::start("capacity_bad_state").await? else {
@@ -419,15 +419,22 @@ async fn bad_state(env: &mut Env) -> Result<()> {
     .await?;
     let victim = &pods[0];
     let name = victim.metadata.name.clone().unwrap_or_default();
-    for mode in ["malformed", "slow", "huge", "stale"] {
+    // Each cause in the message's own words.
+    for (mode, why) in [
+        ("malformed", "/state answer is malformed"),
+        ("slow", "/state did not answer in time"),
+        ("huge", "/state answer is over 1 MiB"),
+        ("stale", "/state sample is stale"),
+    ] {
         set_stub_mode(victim, json!({"observation": mode})).await?;
         let (reason, msg, _) = wait_for(
-            &format!("{mode}: the decision waits and names {name}"),
+            &format!("{mode}: the decision waits and names {name} and why"),
             Duration::from_secs(90),
             || async {
                 Ok(capacity(env, &f.name).await?.filter(|(r, m, _)| {
                     matches!(r.as_str(), "IncompleteMetrics" | "PendingCapacity")
-                        && m.contains(&name)
+                        && m.contains(&format!("{name}: "))
+                        && m.contains(why)
                 }))
             },
         )

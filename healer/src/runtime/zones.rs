@@ -1,0 +1,374 @@
+//! Where members are, for `status.memberStates[].zone` ([`crate::zone`]): two small
+//! cluster-wide watches that keep only a name and a zone.
+//!
+//! | watch | kept | from |
+//! | --- | --- | --- |
+//! | Nodes (metadata only) | node name -> `topology.kubernetes.io/zone` | the label |
+//! | PersistentVolumes | volume name -> zone | a required node affinity naming one zone |
+//!
+//! Objects without a zone are not kept, so memory stays small at hundreds of nodes and
+//! thousands of volumes. Zones are status only: these watches never gate a reconcile or
+//! `/readyz`. A watch that cannot list (its RBAC rule missing, say) leaves zones unknown
+//! (the field stays empty), says so once in the log, and shows 0 in
+//! `celld_healer_watch_healthy{resource="nodes"}` (or `"persistentvolumes"`); the zones
+//! it had listed before stay as they were last seen.
+//!
+//! A zone that appears or changes requeues the fleets it concerns (the fleets with a
+//! member Pod on that node, or with a claim bound to that volume), so a relabelled node
+//! reaches the status without any periodic read.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use celld_api::CelldFleet;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Api, Client};
+use tracing::{info, warn};
+
+use super::metrics::{Metrics, ResourceLabel};
+use super::scoped::Scoped;
+use super::watches::{Obj, Stores, by_identity};
+use crate::zone::{ZONE_LABEL, ZoneLookup, volume_zone};
+
+/// The two watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Which {
+    Nodes,
+    Volumes,
+}
+
+impl Which {
+    fn resource(self) -> &'static str {
+        match self {
+            Which::Nodes => "nodes",
+            Which::Volumes => "persistentvolumes",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Listing,
+    Ok,
+    Failed,
+}
+
+/// One watch's zones: what is live, and what a (re-)list in progress has gathered.
+#[derive(Default)]
+struct Table {
+    live: HashMap<String, String>,
+    listing: Option<HashMap<String, String>>,
+}
+
+/// Node and volume zones, as the two watches last saw them.
+pub(super) struct Zones {
+    tables: Mutex<BTreeMap<Which, (Table, State)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Zones {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = self.tables.lock().expect("zones");
+        let mut d = f.debug_struct("zones");
+        for (w, (table, state)) in t.iter() {
+            d.field(w.resource(), &(table.live.len(), state));
+        }
+        d.finish()
+    }
+}
+
+impl ZoneLookup for Zones {
+    fn node(&self, name: &str) -> Option<String> {
+        self.get(Which::Nodes, name)
+    }
+    fn volume(&self, name: &str) -> Option<String> {
+        self.get(Which::Volumes, name)
+    }
+}
+
+impl Zones {
+    pub(super) fn new(metrics: Arc<Metrics>) -> Zones {
+        let mut tables = BTreeMap::new();
+        for w in [Which::Nodes, Which::Volumes] {
+            metrics
+                .watch_healthy
+                .get_or_create(&ResourceLabel {
+                    resource: w.resource(),
+                })
+                .set(0);
+            tables.insert(w, (Table::default(), State::Listing));
+        }
+        Zones {
+            tables: Mutex::new(tables),
+            metrics,
+        }
+    }
+
+    fn get(&self, w: Which, name: &str) -> Option<String> {
+        self.tables
+            .lock()
+            .expect("zones")
+            .get(&w)
+            .and_then(|(t, _)| t.live.get(name).cloned())
+    }
+
+    /// Takes one watch event (`entry`: an object's name and zone) and returns the names
+    /// whose zone appeared, changed or went.
+    fn record<K>(
+        &self,
+        w: Which,
+        ev: &Result<Event<K>, watcher::Error>,
+        entry: impl Fn(&K) -> (String, Option<String>),
+    ) -> Vec<String> {
+        let mut tables = self.tables.lock().expect("zones");
+        let Some((table, state)) = tables.get_mut(&w) else {
+            return Vec::new();
+        };
+        let mut changed = Vec::new();
+        let next = match ev {
+            Err(e) => {
+                if *state != State::Failed {
+                    warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status (nothing else depends on them)");
+                }
+                State::Failed
+            }
+            Ok(Event::Init) => {
+                table.listing = Some(HashMap::new());
+                state.clone()
+            }
+            Ok(Event::InitApply(o)) => {
+                if let (name, Some(zone)) = entry(o) {
+                    table.listing.get_or_insert_default().insert(name, zone);
+                }
+                state.clone()
+            }
+            Ok(Event::InitDone) => {
+                let listed = table.listing.take().unwrap_or_default();
+                for (name, zone) in &listed {
+                    if table.live.get(name) != Some(zone) {
+                        changed.push(name.clone());
+                    }
+                }
+                changed.extend(
+                    table
+                        .live
+                        .keys()
+                        .filter(|n| !listed.contains_key(*n))
+                        .cloned(),
+                );
+                table.live = listed;
+                State::Ok
+            }
+            Ok(Event::Apply(o)) => {
+                let (name, zone) = entry(o);
+                let old = match &zone {
+                    Some(z) => table.live.insert(name.clone(), z.clone()),
+                    None => table.live.remove(&name),
+                };
+                if old != zone {
+                    changed.push(name);
+                }
+                State::Ok
+            }
+            Ok(Event::Delete(o)) => {
+                let (name, _) = entry(o);
+                if table.live.remove(&name).is_some() {
+                    changed.push(name);
+                }
+                State::Ok
+            }
+        };
+        if *state != next {
+            if next == State::Ok {
+                info!(
+                    watch = w.resource(),
+                    known = table.live.len(),
+                    "watch listed: member zones known"
+                );
+            }
+            self.metrics
+                .watch_healthy
+                .get_or_create(&ResourceLabel {
+                    resource: w.resource(),
+                })
+                .set(i64::from(next == State::Ok));
+            *state = next;
+        }
+        changed
+    }
+}
+
+/// An object's name and zone, as a watch's objects are kept.
+type Entry<K> = fn(&K) -> (String, Option<String>);
+
+/// A Node's name and zone label.
+fn node_entry(n: &PartialObjectMeta<Node>) -> (String, Option<String>) {
+    let m = &n.metadata;
+    (
+        m.name.clone().unwrap_or_default(),
+        m.labels.as_ref().and_then(|l| l.get(ZONE_LABEL)).cloned(),
+    )
+}
+
+/// A PersistentVolume's name and the zone its node affinity pins it to.
+fn volume_entry(pv: &PersistentVolume) -> (String, Option<String>) {
+    (
+        pv.metadata.name.clone().unwrap_or_default(),
+        volume_zone(pv),
+    )
+}
+
+/// Opens both watches (nothing is listed until the stream is polled) and returns the
+/// stream of fleets to reconcile because a zone of theirs appeared or changed.
+pub(super) fn open(
+    client: &Client,
+    zones: &Arc<Zones>,
+    stores: &Stores,
+) -> BoxStream<'static, ObjectRef<CelldFleet>> {
+    let config = watcher::Config::default();
+    let fleets = by_identity(stores.fleets.clone());
+    // `PartialObjectMeta`: metadata-only list and watch requests.
+    let nodes = requeues(
+        watch_fn(
+            Api::<PartialObjectMeta<Node>>::all(client.clone()),
+            config.clone(),
+        ),
+        (zones.clone(), Which::Nodes, node_entry),
+        stores.pods.clone(),
+        |p: &Pod| p.spec.as_ref()?.node_name.as_ref(),
+        {
+            let fleets = fleets.clone();
+            move |p: &Pod| fleets(&Obj::labelled(p))
+        },
+    );
+    let volumes = requeues(
+        watch_fn(Api::<PersistentVolume>::all(client.clone()), config),
+        (zones.clone(), Which::Volumes, volume_entry),
+        stores.claims.clone(),
+        |c: &PersistentVolumeClaim| c.spec.as_ref()?.volume_name.as_ref(),
+        move |c: &PersistentVolumeClaim| fleets(&Obj::claim(c)),
+    );
+    futures::stream::select(nodes, volumes)
+        .flat_map(|refs: Vec<ObjectRef<CelldFleet>>| {
+            let unique: HashSet<ObjectRef<CelldFleet>> = refs.into_iter().collect();
+            futures::stream::iter(unique)
+        })
+        .boxed()
+}
+
+/// One zone watch, recorded into `zones`, as the fleets to reconcile after each event:
+/// those of the cached objects (`cached`: Pods, claims) that are `on` a node or volume
+/// whose zone appeared, changed or went.
+fn requeues<K, O>(
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    (zones, which, entry): (Arc<Zones>, Which, Entry<K>),
+    cached: Scoped<O>,
+    on: fn(&O) -> Option<&String>,
+    fleets_of: impl Fn(&O) -> Vec<ObjectRef<CelldFleet>> + Send + 'static,
+) -> impl Stream<Item = Vec<ObjectRef<CelldFleet>>> + Send + 'static
+where
+    K: Send + 'static,
+    O: kube::Resource + Clone + Send + Sync + 'static,
+    O::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    events.default_backoff().map(move |ev| {
+        let changed: HashSet<String> = zones.record(which, &ev, entry).into_iter().collect();
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        cached
+            .state()
+            .iter()
+            .filter(|o| on(o).is_some_and(|n| changed.contains(n)))
+            .flat_map(|o| fleets_of(o.as_ref()))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::http::Health;
+    use crate::runtime::served::Served;
+    use crate::runtime::watches::WatchHealth;
+
+    fn node(name: &str, zone: Option<&str>) -> PartialObjectMeta<Node> {
+        let mut n = PartialObjectMeta::<Node>::default();
+        n.metadata.name = Some(name.to_string());
+        if let Some(z) = zone {
+            n.metadata.labels = Some([(ZONE_LABEL.to_string(), z.to_string())].into());
+        }
+        n
+    }
+
+    fn ev(
+        e: Event<PartialObjectMeta<Node>>,
+    ) -> Result<Event<PartialObjectMeta<Node>>, watcher::Error> {
+        Ok(e)
+    }
+
+    fn healthy(m: &Metrics, resource: &'static str) -> i64 {
+        m.watch_healthy
+            .get_or_create(&ResourceLabel { resource })
+            .get()
+    }
+
+    #[test]
+    fn a_listing_then_label_changes_report_each_changed_node() {
+        let metrics = Arc::new(Metrics::new());
+        let z = Zones::new(metrics.clone());
+        let rec = |e| {
+            let mut c = z.record(Which::Nodes, &ev(e), node_entry);
+            c.sort();
+            c
+        };
+        assert!(rec(Event::Init).is_empty());
+        assert!(rec(Event::InitApply(node("a", Some("z1")))).is_empty());
+        assert!(rec(Event::InitApply(node("b", None))).is_empty());
+        assert_eq!(z.node("a"), None, "nothing is live before the listing ends");
+        assert_eq!(rec(Event::InitDone), ["a"]);
+        assert_eq!(z.node("a").as_deref(), Some("z1"));
+        assert_eq!(healthy(&metrics, "nodes"), 1);
+        // A heartbeat (same zone) changes nothing; a new label, a relabel and a removal do.
+        assert!(rec(Event::Apply(node("a", Some("z1")))).is_empty());
+        assert_eq!(rec(Event::Apply(node("b", Some("z2")))), ["b"]);
+        assert_eq!(rec(Event::Apply(node("a", Some("z3")))), ["a"]);
+        assert_eq!(rec(Event::Apply(node("a", None))), ["a"]);
+        assert_eq!(z.node("a"), None);
+        assert!(rec(Event::Delete(node("a", None))).is_empty());
+        assert_eq!(rec(Event::Delete(node("b", Some("z2")))), ["b"]);
+        // A re-list replaces everything: what it no longer has is gone.
+        rec(Event::Apply(node("c", Some("z1"))));
+        rec(Event::Init);
+        rec(Event::InitApply(node("d", Some("z2"))));
+        assert_eq!(rec(Event::InitDone), ["c", "d"]);
+        assert_eq!((z.node("c"), z.node("d").as_deref()), (None, Some("z2")));
+        assert_eq!(z.volume("d"), None, "nodes and volumes are apart");
+    }
+
+    /// A nodes watch that cannot list (its rule missing from the RBAC) leaves zones
+    /// unknown and is reported, but the healer stays ready and acts: the watches a
+    /// reconcile waits for do not include it.
+    #[test]
+    fn a_failing_zone_watch_gates_nothing() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Arc::new(Health::default());
+        let watches = WatchHealth::new(metrics.clone(), health.clone(), &Served::All);
+        watches.all_listed_for_tests();
+        let z = Zones::new(metrics.clone());
+        let forbidden: Result<Event<PartialObjectMeta<Node>>, watcher::Error> =
+            Err(watcher::Error::NoResourceVersion);
+        assert!(z.record(Which::Nodes, &forbidden, node_entry).is_empty());
+        assert!(z.record(Which::Nodes, &forbidden, node_entry).is_empty());
+        assert_eq!(z.node("a"), None);
+        assert_eq!(healthy(&metrics, "nodes"), 0);
+        assert_eq!(watches.ready_for("any"), Ok(()));
+        assert!(health.synced());
+    }
+}
