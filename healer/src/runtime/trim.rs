@@ -9,13 +9,13 @@
 //! - every kind: all of `metadata` but `managedFields` (labels, annotations, owners,
 //!   finalizers, uid, resourceVersion and deletion are what `observe` and the event
 //!   mapping read);
-//! - Pod: `spec.nodeName`; `status.phase`, `conditions`, `podIP` and the container
+//! - Pod: `spec.nodeName` and its claim-backed volumes (name and claim); `status.phase`, `conditions`, `podIP` and the container
 //!   statuses' name, state, last state, container id, restart count, readiness and
 //!   image (`observe`, [`super::members`], [`super::collector`]);
 //! - StatefulSet and Deployment: `spec.replicas` and `spec.selector`, and the whole
 //!   status (`observe`, [`super::capacity`]);
-//! - PersistentVolumeClaim: `status.phase` (`observe`; the claim is matched by name and
-//!   label);
+//! - PersistentVolumeClaim: `spec.volumeName` (the member's zone falls back to its
+//!   volume's) and `status.phase` (`observe`; the claim is matched by name and label);
 //! - CelldFleet, Service, reservation and ReplicaSet metadata: whole, since their specs
 //!   are compared or read in full.
 //!
@@ -27,8 +27,8 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    ContainerStatus, PersistentVolumeClaim, PersistentVolumeClaimStatus, Pod, PodSpec, PodStatus,
-    Service,
+    ContainerStatus, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
+    Pod, PodSpec, PodStatus, Service, Volume,
 };
 use kube::Resource;
 
@@ -56,8 +56,21 @@ impl Trim for Pod {
     fn trim(&mut self) {
         self.meta_mut().managed_fields = None;
         if let Some(spec) = self.spec.take() {
+            // The claim-backed volumes, by name and claim only: the member's zone falls
+            // back to its disk's when it is on no node.
+            let volumes = spec.volumes.map(|v| {
+                v.into_iter()
+                    .filter(|v| v.persistent_volume_claim.is_some())
+                    .map(|v| Volume {
+                        name: v.name,
+                        persistent_volume_claim: v.persistent_volume_claim,
+                        ..Volume::default()
+                    })
+                    .collect()
+            });
             self.spec = Some(PodSpec {
                 node_name: spec.node_name,
+                volumes,
                 ..PodSpec::default()
             });
         }
@@ -105,7 +118,12 @@ impl Trim for Deployment {
 impl Trim for PersistentVolumeClaim {
     fn trim(&mut self) {
         self.meta_mut().managed_fields = None;
-        self.spec = None;
+        if let Some(spec) = self.spec.take() {
+            self.spec = Some(PersistentVolumeClaimSpec {
+                volume_name: spec.volume_name,
+                ..PersistentVolumeClaimSpec::default()
+            });
+        }
         if let Some(st) = self.status.take() {
             self.status = Some(PersistentVolumeClaimStatus {
                 phase: st.phase,
@@ -140,6 +158,7 @@ mod tests {
     use crate::observe::{self, Inputs, WorkloadObject};
     use crate::runtime::{collector, members};
     use crate::snapshot::{CapacitySignal, Infrastructure, Snapshot};
+    use crate::zone::ZoneLookup;
     use celld_api::CelldFleet;
     use serde_json::json;
 
@@ -252,6 +271,19 @@ mod tests {
         .expect("a claim")
     }
 
+    /// Node `node-1` is in us-east-1b; volume `pv-1` is pinned to us-east-1c.
+    #[derive(Debug)]
+    struct Zones;
+
+    impl ZoneLookup for Zones {
+        fn node(&self, name: &str) -> Option<String> {
+            (name == "node-1").then(|| "us-east-1b".to_string())
+        }
+        fn volume(&self, name: &str) -> Option<String> {
+            (name == "pv-1").then(|| "us-east-1c".to_string())
+        }
+    }
+
     fn trimmed<T: Trim + Clone>(o: &T) -> T {
         let mut o = o.clone();
         o.trim();
@@ -270,7 +302,7 @@ mod tests {
             pods,
             claims,
             replica_sets: &[],
-            node_zones: &BTreeMap::from([("node-1".to_string(), "us-east-1b".to_string())]),
+            zones: &Zones,
             infrastructure: &Infrastructure::default(),
             capacity: &CapacitySignal::default(),
             identity_conflict: None,
@@ -286,7 +318,9 @@ mod tests {
     #[test]
     fn a_statefulset_fleet_observes_the_same_trimmed() {
         let f = fleet("PersistentFleet");
-        let (s, pods) = (sts(), [pod("alpha-0", "True"), pod("alpha-1", "False")]);
+        let mut pending = pod("alpha-1", "False");
+        pending.spec.as_mut().expect("spec").node_name = None;
+        let (s, pods) = (sts(), [pod("alpha-0", "True"), pending]);
         let claims = [claim("Lost")];
         let whole = observe(&f, Some(WorkloadObject::StatefulSet(&s)), &pods, &claims);
         let (ts, tp, tc) = (
@@ -296,9 +330,10 @@ mod tests {
         );
         let cut = observe(&f, Some(WorkloadObject::StatefulSet(&ts)), &tp, &tc);
         assert_eq!(cut, whole);
-        assert_eq!(cut.pods.len(), 2);
+        let zones: Vec<_> = cut.pods.iter().map(|p| p.zone.as_deref()).collect();
+        assert_eq!(zones, [Some("us-east-1b"), Some("us-east-1c")]);
         assert!(ts.spec.as_ref().is_some_and(|s| s.template.spec.is_none()));
-        assert!(tc[0].spec.is_none());
+        assert!(tc[0].spec.as_ref().is_some_and(|s| s.resources.is_none()));
     }
 
     #[test]
