@@ -3,7 +3,7 @@
 #   1. crane (github.com/google/go-containerregistry, version pinned in
 #      scripts/image/crane/go.mod) from the Go module proxy, into
 #      tests/.cluster/image/bin/crane; rebuilt only when its inputs change;
-#   2. a static, stripped celld-healer: cargo build --profile release (or
+#   2. a static, stripped celld-healer: cargo build --profile image (or
 #      $CELLD_IMAGE_PROFILE) --target x86_64-unknown-linux-musl
 #      (ring, the TLS crypto provider, compiles its C and assembly with the system cc);
 #   3. one layer holding /usr/local/bin/celld-healer and an /etc/passwd and /etc/group
@@ -17,9 +17,10 @@
 #   --build-only: build crane and the binary, push nothing (what scripts/test-all.sh runs).
 # Prints the pushed reference with its digest (REF@sha256:...) on stdout.
 # Env: CRANE (a crane to use instead of building one), CARGO_TARGET_DIR,
-#      CELLD_IMAGE_PROFILE (release, the default and what to publish; or dev, which
-#      scripts/test-all.sh sets: the same static binary unoptimized, so that CI compiles
-#      the healer's dependencies for musl in about half the time). Either is stripped.
+#      CELLD_IMAGE_PROFILE (image, the default and what to publish: release optimised for
+#      size, see Cargo.toml; release; or dev, which scripts/test-all.sh sets: the same
+#      static binary unoptimized, so that CI compiles the healer's dependencies for musl
+#      in about half the time). Each is stripped.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,11 +69,11 @@ start=$SECONDS
 # the musl target (no musl-gcc needed).
 export CC_x86_64_unknown_linux_musl="${CC_x86_64_unknown_linux_musl:-cc}"
 rustup target list --installed 2>/dev/null | grep -qx "$TARGET" || rustup target add "$TARGET" >&2
-PROFILE="${CELLD_IMAGE_PROFILE:-release}"
+PROFILE="${CELLD_IMAGE_PROFILE:-image}"
 case "$PROFILE" in
-  release) PROFILE_DIR=release ;;
+  image | release) PROFILE_DIR=$PROFILE ;;
   dev) PROFILE_DIR=debug; export CARGO_PROFILE_DEV_DEBUG=0 ;;
-  *) echo "CELLD_IMAGE_PROFILE must be release or dev, not $PROFILE" >&2; exit 2 ;;
+  *) echo "CELLD_IMAGE_PROFILE must be image, release or dev, not $PROFILE" >&2; exit 2 ;;
 esac
 # No symbols or debug information in the image (this target only).
 PROFILE_UPPER="$(echo "$PROFILE" | tr '[:lower:]' '[:upper:]')"
