@@ -2,8 +2,9 @@
 //! fleet ([`super::reconcile`]) when a watched object of the fleet changes, at the
 //! wake-up time `decide` returned, when this replica becomes leader, and when an
 //! application observation finished with a changed view, and when a member's node or
-//! volume zone appeared or changed ([`super::zones`]). Bursts are coalesced (250 ms
-//! debounce, at most 4 fleets at once). There is no periodic resync.
+//! volume zone appeared or changed ([`super::zones`]). Bursts of events are coalesced
+//! ([`DEBOUNCE`]); [`CONCURRENCY`] fleets are reconciled at once. There is no periodic
+//! resync.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,16 @@ use super::watches::{self, Obj, WatchHealth};
 use super::zones::Zones;
 use crate::config::Config;
 use celld_api::healer_flags::Shard;
+
+/// How long the queue holds a fleet's trigger to merge it with the ones that follow (a
+/// rollout's dozens of Pod events make one reconcile). The queue adds it to every
+/// requested wake-up too, so [`super::reconcile`] asks for wake-ups that much early.
+pub(super) const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Fleets reconciled at once. A reconcile mostly waits on the API server (a fresh read,
+/// a write, a status patch), so this is sized for a burst: when a zone goes down, every
+/// fleet with a member there is due at the same moment, and each waits for a slot.
+pub(super) const CONCURRENCY: u16 = 16;
 
 /// What the controller needs.
 pub struct Settings {
@@ -148,8 +159,8 @@ impl Controller {
             })
             .with_config(
                 controller::Config::default()
-                    .concurrency(4)
-                    .debounce(Duration::from_millis(250)),
+                    .concurrency(CONCURRENCY)
+                    .debounce(DEBOUNCE),
             );
         controller
             .run(reconcile, error_policy, ctx)

@@ -2,8 +2,8 @@
 //! the confirmation every destructive write needs (see `crate::confirm`).
 //!
 //! Only `list` is used (with a `metadata.name` field selector where one object is
-//! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation: one list
-//! each of the CelldFleet, StatefulSets and Deployments named after it, Pods carrying its
+//! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation, all at
+//! once: one list each of the CelldFleet, StatefulSets and Deployments named after it, Pods carrying its
 //! identity, Pods held by its handoffs, the namespace's claims, and its bucket
 //! reservation; plus its ReplicaSets (metadata only) for a Deployment fleet. Unlike the
 //! caches, the workloads are read by name whatever their labels, so an unlabelled
@@ -80,78 +80,132 @@ where
         .map(Arc::new))
 }
 
+/// What the fresh read of a fleet's other objects is keyed by: its identity, its bucket
+/// reservation and its workload kind.
+#[derive(PartialEq, Eq)]
+struct Keys {
+    identity: String,
+    reservation: String,
+    stateful_set: bool,
+}
+
+impl Keys {
+    fn of(fleet: &CelldFleet) -> Keys {
+        Keys {
+            identity: fleet.spec.identity.clone(),
+            reservation: reservation_name(
+                &fleet.spec.storage.bucket,
+                fleet.spec.storage.prefix.as_deref(),
+            ),
+            stateful_set: fleet.spec.is_stateful_set(),
+        }
+    }
+}
+
+/// The objects found by identity, reservation name and kind (the part of [`Gathered`]
+/// that depends on the fleet's spec).
+struct Keyed {
+    pods: Vec<Pod>,
+    claims: Vec<PersistentVolumeClaim>,
+    reservation: Option<Arc<CelldBucketReservation>>,
+    replica_sets: Vec<ReplicaSet>,
+}
+
+async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed, kube::Error> {
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    let reservations_api = Api::<CelldBucketReservation>::all(client.clone());
+    let by_label = |key: &str| ListParams::default().labels(&format!("{key}={}", k.identity));
+    let (identity, replacement) = (by_label(IDENTITY), by_label(REPLACEMENT_INDEX));
+    let (whole_namespace, reserved) = (ListParams::default(), by_name(&k.reservation));
+    let (labelled, held, claims, reservation, replica_sets) = futures::try_join!(
+        pods_api.list(&identity),
+        pods_api.list(&replacement),
+        claims_api.list(&whole_namespace),
+        reservations_api.list(&reserved),
+        async {
+            if k.stateful_set {
+                return Ok(Vec::new());
+            }
+            Api::<ReplicaSet>::namespaced(client.clone(), ns)
+                .list_metadata(&identity)
+                .await
+                .map(|l| l.items)
+        },
+    )?;
+    let mut seen = HashSet::new();
+    let pods = labelled
+        .items
+        .into_iter()
+        .chain(held.items)
+        .filter(|p| seen.insert(p.metadata.uid.clone()))
+        .collect();
+    Ok(Keyed {
+        pods,
+        claims: claims
+            .items
+            .into_iter()
+            .filter(|c| concerns(name, &k.identity, c))
+            .collect(),
+        reservation: reservation
+            .items
+            .into_iter()
+            .find(|r| r.metadata.name.as_deref() == Some(k.reservation.as_str()))
+            .map(Arc::new),
+        replica_sets: replica_sets
+            .into_iter()
+            .map(|r| ReplicaSet {
+                metadata: r.metadata,
+                ..ReplicaSet::default()
+            })
+            .collect(),
+    })
+}
+
 /// Reads the fleet and its objects from the API server. `Ok(None)` when the CelldFleet
 /// is gone (or was replaced: another uid).
+///
+/// The lists run at once (one round trip, not seven: the confirmation sits between a
+/// deadline and its write). The ones keyed by the fleet's spec use the cached spec; if
+/// the fresh CelldFleet's keys differ, those are read again with the fresh keys, so every
+/// object read matches the fleet `decide` is given.
 pub async fn read(
     client: &Client,
     fleet: &CelldFleet,
 ) -> Result<Option<(CelldFleet, Gathered)>, kube::Error> {
     let ns = fleet.metadata.namespace.as_deref().unwrap_or_default();
     let name = fleet.metadata.name.as_deref().unwrap_or_default();
-    let fresh = Api::<CelldFleet>::namespaced(client.clone(), ns)
-        .list(&by_name(name))
-        .await?
+    let cached = Keys::of(fleet);
+    let fleets_api = Api::<CelldFleet>::namespaced(client.clone(), ns);
+    let this_fleet = by_name(name);
+    let (fleets, sts, dep, keyed_cached) = futures::try_join!(
+        fleets_api.list(&this_fleet),
+        named::<StatefulSet>(client, ns, name),
+        named::<Deployment>(client, ns, name),
+        keyed(client, ns, name, &cached),
+    )?;
+    let Some(fresh) = fleets
         .items
         .into_iter()
-        .find(|f| f.metadata.uid == fleet.metadata.uid);
-    let Some(fresh) = fresh else {
+        .find(|f| f.metadata.uid == fleet.metadata.uid)
+    else {
         return Ok(None);
     };
-    let identity = fresh.spec.identity.clone();
-    let sts = named::<StatefulSet>(client, ns, name).await?;
-    let dep = named::<Deployment>(client, ns, name).await?;
-    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
-    let mut seen = HashSet::new();
-    let mut pods = Vec::new();
-    for key in [IDENTITY, REPLACEMENT_INDEX] {
-        let lp = ListParams::default().labels(&format!("{key}={identity}"));
-        for p in pods_api.list(&lp).await?.items {
-            if seen.insert(p.metadata.uid.clone()) {
-                pods.push(p);
-            }
-        }
-    }
-    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|c| concerns(name, &identity, c))
-        .collect();
-    let reserved = reservation_name(
-        &fresh.spec.storage.bucket,
-        fresh.spec.storage.prefix.as_deref(),
-    );
-    let reservation = Api::<CelldBucketReservation>::all(client.clone())
-        .list(&by_name(&reserved))
-        .await?
-        .items
-        .into_iter()
-        .find(|r| r.metadata.name.as_deref() == Some(reserved.as_str()))
-        .map(Arc::new);
-    let replica_sets = if fresh.spec.is_stateful_set() {
-        Vec::new()
+    let keys = Keys::of(&fresh);
+    let k = if keys == cached {
+        keyed_cached
     } else {
-        Api::<ReplicaSet>::namespaced(client.clone(), ns)
-            .list_metadata(&ListParams::default().labels(&format!("{IDENTITY}={identity}")))
-            .await?
-            .items
-            .into_iter()
-            .map(|r| ReplicaSet {
-                metadata: r.metadata,
-                ..ReplicaSet::default()
-            })
-            .collect()
+        keyed(client, ns, name, &keys).await?
     };
     Ok(Some((
         fresh,
         Gathered {
             workload_sts: sts,
             workload_dep: dep,
-            pods,
-            claims,
-            replica_sets,
-            reservation: Some(reservation),
+            pods: k.pods,
+            claims: k.claims,
+            replica_sets: k.replica_sets,
+            reservation: Some(k.reservation),
         },
     )))
 }

@@ -46,6 +46,9 @@ pub struct Memory {
     pub lost: Mutex<HashMap<String, Timestamp>>,
     /// Pod uid -> (failed force deletes in a row, when to try again).
     pub force_retry: Mutex<HashMap<String, (u32, Timestamp)>>,
+    /// Pod uid -> when this process force-deleted it, until the Pod cache drops the Pod
+    /// (see `gather`).
+    pub force_deleted: Mutex<HashMap<String, Timestamp>>,
     /// Members' application views, per fleet.
     pub views: Arc<ApplicationViews>,
     /// The rendered Services each fleet's live ones are checked against, per fleet uid.
@@ -81,12 +84,25 @@ impl Memory {
         self.views.retain(&live);
         self.capacity.retain(&live);
         self.services.retain(&uids);
-        keep_live_uids(&self.force_retry, pods);
+        // Both maps are keyed by Pod uid: one scan of the Pod cache serves both.
+        if !self.force_retry.lock().expect("memory").is_empty()
+            || !self.force_deleted.lock().expect("memory").is_empty()
+        {
+            let live = pods();
+            self.force_retry
+                .lock()
+                .expect("memory")
+                .retain(|uid, _| live.contains(uid));
+            self.force_deleted
+                .lock()
+                .expect("memory")
+                .retain(|uid, _| live.contains(uid));
+        }
         keep_live_uids(&self.lost, claims);
     }
 
     /// How many entries each map holds (for the test that memory stays flat).
-    pub fn sizes(&self) -> [usize; 11] {
+    pub fn sizes(&self) -> [usize; 12] {
         fn n<K, V>(m: &Mutex<HashMap<K, V>>) -> usize {
             m.lock().expect("memory").len()
         }
@@ -99,6 +115,7 @@ impl Memory {
             n(&self.ignored),
             n(&self.lost),
             n(&self.force_retry),
+            n(&self.force_deleted),
             self.views.len(),
             self.services.len(),
             self.capacity.len(),
@@ -153,6 +170,10 @@ mod tests {
                 .lock()
                 .unwrap()
                 .insert(format!("pod-{i}"), (1, t));
+            m.force_deleted
+                .lock()
+                .unwrap()
+                .insert(format!("pod-{i}"), t);
             m.views.start(&key, std::time::Duration::ZERO);
             m.views.finish(
                 key,
@@ -185,6 +206,6 @@ mod tests {
             }
         }
         m.forget_gone(&[], HashSet::new, HashSet::new);
-        assert_eq!(m.sizes(), [0; 11]);
+        assert_eq!(m.sizes(), [0; 12]);
     }
 }

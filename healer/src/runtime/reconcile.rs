@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 use super::act::{self, ActError, Actor};
 use super::capacity::evaluate_fleet;
 use super::cli::HaltPoint;
+use super::controller::DEBOUNCE;
 use super::events::Events;
 use super::fresh::{self, Gathered};
 use super::gather::{gather, own_members, pod_named, snapshot_of};
@@ -191,6 +192,18 @@ async fn report_ignored(
     }
 }
 
+/// The requeue delay that makes the queue run the fleet at `t`: the queue adds its
+/// debounce to every delay, so that much less is asked for; a little after `t` rather
+/// than before, since a run before the deadline finds nothing due and waits a whole
+/// debounce more.
+fn until(t: Timestamp, now: Timestamp) -> Duration {
+    const AFTER: Duration = Duration::from_millis(10);
+    let wanted = Duration::from_millis((t - now).millis().max(0) as u64) + AFTER;
+    wanted
+        .saturating_sub(DEBOUNCE)
+        .max(Duration::from_millis(1))
+}
+
 /// Turns `wake_at` into the controller's next step, remembering it for the lag metric.
 fn next_step(
     ctx: &Reconciler,
@@ -202,8 +215,7 @@ fn next_step(
     match plan_wake {
         Some(t) => {
             wakes.insert(key.clone(), t);
-            let ms = (t - now).millis().max(1) as u64;
-            KAction::requeue(Duration::from_millis(ms))
+            KAction::requeue(until(t, now))
         }
         None => {
             wakes.remove(key);
@@ -212,25 +224,51 @@ fn next_step(
     }
 }
 
+/// At most this many passes in one reconcile: each pass after the first follows a
+/// force-delete of a distinct Pod, so a fleet's Pods bound it.
+const MAX_PASSES: usize = celld_api::defaults::MAX_MEMBERS as usize + 1;
+
+/// What one pass over a fleet concluded.
+enum Pass {
+    /// The controller's next step for the fleet.
+    Done(KAction),
+    /// A Pod was force-deleted (rule F1): decide again at once.
+    Again,
+}
+
+/// Reconciles one fleet. Rule F1 force-deletes one Pod per decision, and a lost node or
+/// zone strands several members of a fleet at once, all due together: after a
+/// force-delete the fleet is decided again at once, here, rather than after its next
+/// watch event and the queue's debounce behind every other fleet. Each further write is
+/// confirmed on its own fresh read like the first.
 pub(super) async fn reconcile(
     fleet: Arc<CelldFleet>,
     ctx: Arc<Reconciler>,
 ) -> Result<KAction, ReconcileError> {
+    for _ in 0..MAX_PASSES {
+        if let Pass::Done(step) = pass(fleet.clone(), &ctx).await? {
+            return Ok(step);
+        }
+    }
+    Ok(KAction::requeue(Duration::from_millis(1)))
+}
+
+async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, ReconcileError> {
     let key = ObjectRef::from_obj(&*fleet);
     // Fleets outside the served namespaces are watched only for the identity check.
     if !ctx
         .served
         .contains(fleet.metadata.namespace.as_deref().unwrap_or_default())
     {
-        return Ok(KAction::await_change());
+        return Ok(Pass::Done(KAction::await_change()));
     }
     // Another shard's fleet: watched (the identity check reads every fleet), never acted on.
     if !ctx.shard.owns(&fleet.spec.identity) {
-        return Ok(KAction::await_change());
+        return Ok(Pass::Done(KAction::await_change()));
     }
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
-        return Ok(KAction::await_change());
+        return Ok(Pass::Done(KAction::await_change()));
     }
     if let Err(why) = ctx
         .watches
@@ -238,17 +276,17 @@ pub(super) async fn reconcile(
     {
         ctx.metrics.reconcile("unsynced");
         debug!(fleet = %key, why = %why, "caches incomplete: not acting");
-        return Ok(KAction::requeue(Duration::from_secs(1)));
+        return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
     }
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
-    let g = gather(&ctx.stores, &fleet);
+    let g = gather(&ctx.stores, &fleet, &ctx.memory.force_deleted);
     let now = now();
     // The capacity policy's signal (no policy: nothing collected, nothing read). The
     // fresh read below decides with the same signal, so a confirmation compares like
     // with like.
-    let capacity = evaluate_fleet(&ctx, &fleet, &g, now).await?;
-    let snapshot = match snapshot_of(&ctx, &fleet, &g, now, &capacity.signal) {
+    let capacity = evaluate_fleet(ctx, &fleet, &g, now).await?;
+    let snapshot = match snapshot_of(ctx, &fleet, &g, now, &capacity.signal) {
         Ok(s) => s,
         Err(e) => {
             ctx.metrics.reconcile("unobservable");
@@ -267,7 +305,7 @@ pub(super) async fn reconcile(
                     .publish(&fleet, true, "ObservationIncomplete", "Report", msg)
                     .await;
             }
-            return Ok(KAction::await_change());
+            return Ok(Pass::Done(KAction::await_change()));
         }
     };
     ctx.memory
@@ -281,7 +319,7 @@ pub(super) async fn reconcile(
         .decide_seconds
         .observe(started.elapsed().as_secs_f64());
     let due = ctx.memory.wakes.lock().expect("wakes").get(&key).copied();
-    report_ignored(&ctx, &key, &fleet, &plan).await;
+    report_ignored(ctx, &key, &fleet, &plan).await;
 
     // A destructive write is made only if `decide` reaches it again on a fresh read
     // from the API server (see `crate::confirm`); the write then carries the fresh
@@ -291,7 +329,7 @@ pub(super) async fn reconcile(
     if let Some(action) = plan.action.clone()
         && confirm::needs_confirmation(&action)
     {
-        match confirm_fresh(&ctx, &fleet, &action, now, &capacity.signal).await {
+        match confirm_fresh(ctx, &fleet, &action, now, &capacity.signal).await {
             Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, fresh)) => {
                 if a != action {
                     info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");
@@ -315,7 +353,7 @@ pub(super) async fn reconcile(
                 // such as an unlabelled workload named like the fleet, must not become a
                 // read every few seconds); a watch event still triggers a reconcile.
                 if let Some((p, f)) = fresh {
-                    write_status(&ctx, &f, &p).await?;
+                    write_status(ctx, &f, &p).await?;
                 }
                 let n = {
                     let mut holds = ctx.memory.holds.lock().expect("holds");
@@ -324,7 +362,7 @@ pub(super) async fn reconcile(
                     *n
                 };
                 let secs = (5u64 << (n - 1).min(6)).min(300);
-                return Ok(KAction::requeue(Duration::from_secs(secs)));
+                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(secs))));
             }
             Err(e) => {
                 ctx.metrics.reconcile("error");
@@ -362,7 +400,15 @@ pub(super) async fn reconcile(
                     deadline = due.map(|d| d.rfc3339()),
                     "acted"
                 );
-                ctx.events.record_action(&fleet, &plan, action).await;
+                // The Event does not hold up the fleet's next write (it never fails a
+                // reconcile either).
+                let (events, f, p, a) = (
+                    ctx.events.clone(),
+                    fleet.clone(),
+                    plan.clone(),
+                    action.clone(),
+                );
+                tokio::spawn(async move { events.record_action(&f, &p, &a).await });
                 ctx.memory.failures.lock().expect("failures").remove(&key);
                 if let Action::ForceDeletePod { uid, .. } = action {
                     ctx.memory
@@ -370,18 +416,26 @@ pub(super) async fn reconcile(
                         .lock()
                         .expect("force retry")
                         .remove(uid);
+                    // Until the Pod cache shows the delete, the caches are read as the
+                    // API server now has the Pod (`gather`); the next pass decides on that.
+                    ctx.memory
+                        .force_deleted
+                        .lock()
+                        .expect("force deleted")
+                        .insert(uid.clone(), now);
+                    return Ok(Pass::Again);
                 }
             }
             Err(ActError::NotLeader) => {
                 ctx.metrics.action(kind, "not_leader");
                 ctx.metrics.reconcile("standby");
-                return Ok(KAction::await_change());
+                return Ok(Pass::Done(KAction::await_change()));
             }
             Err(e @ ActError::Conflict(_)) => {
                 ctx.metrics.action(kind, e.outcome());
                 ctx.metrics.reconcile("conflict");
                 info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
-                return Ok(KAction::requeue(Duration::from_secs(2)));
+                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(2))));
             }
             Err(e) if matches!(action, Action::ForceDeletePod { .. }) => {
                 // Rule F1 must not starve the fleet's later rules: the Pod waits out a
@@ -396,7 +450,7 @@ pub(super) async fn reconcile(
                     m.insert(uid.clone(), (n, now + crate::time::Span(wait)));
                     warn!(fleet = %key, pod = %name, error = %e, retry_in_ms = wait, "force delete failed; retried on a back-off");
                 }
-                return Ok(KAction::requeue(Duration::from_secs(1)));
+                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
             }
             Err(e) => {
                 ctx.metrics.action(kind, e.outcome());
@@ -424,7 +478,7 @@ pub(super) async fn reconcile(
         ctx.memory.failures.lock().expect("failures").remove(&key);
     }
 
-    let app_next = observe_application(&ctx, &key, &fleet, &g, &plan);
+    let app_next = observe_application(ctx, &key, &fleet, &g, &plan);
     // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
     // the status follows from the reconcile its watch event triggers.
     let fleet_written = matches!(
@@ -432,9 +486,9 @@ pub(super) async fn reconcile(
         Some(Action::AddFleetFinalizer { .. } | Action::RemoveFleetFinalizer { .. })
     );
     if !fleet_written {
-        write_status(&ctx, &fleet, &plan).await?;
+        write_status(ctx, &fleet, &plan).await?;
     }
-    let mut step = next_step(&ctx, &key, plan.wake_at, now);
+    let mut step = next_step(ctx, &key, plan.wake_at, now);
     let mut wake_ms = plan.wake_at.map(|w| (w - now).millis().max(1) as u128);
     if plan.rule == "V2" && plan.wake_at.is_none() {
         // A fleet blocked by an older one with its identity has no event of its own
@@ -450,10 +504,10 @@ pub(super) async fn reconcile(
         .flatten()
         .min()
         .filter(|d| wake_ms.is_none_or(|w| w > d.as_millis()));
-    Ok(match sooner {
+    Ok(Pass::Done(match sooner {
         Some(d) => KAction::requeue(d),
         None => step,
-    })
+    }))
 }
 
 /// Starts the next observation of the members' application view in the background when
@@ -502,4 +556,23 @@ fn observe_application(
             .saturating_sub(v.at.elapsed())
             .max(Duration::from_millis(100))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue adds its debounce to a requeue: the delay asked for makes it run the
+    /// fleet just after the deadline, never before it.
+    #[test]
+    fn a_wake_up_is_asked_for_one_debounce_early() {
+        let now = Timestamp(1_000_000);
+        let due = |ms: i64| until(Timestamp(now.0 + ms), now) + DEBOUNCE;
+        assert_eq!(due(5_000), Duration::from_millis(5_010));
+        assert_eq!(due(1_000), Duration::from_millis(1_010));
+        // A deadline closer than the debounce cannot be met by a requeue: as soon as
+        // the queue allows.
+        assert_eq!(until(Timestamp(now.0 + 100), now), Duration::from_millis(1));
+        assert_eq!(until(Timestamp(now.0 - 100), now), Duration::from_millis(1));
+    }
 }
