@@ -7,8 +7,8 @@
 #   scripts/bench-healer.sh 50,200       # these counts
 #
 # For each count (ascending, in one cluster, fleets added between counts) the
-# `healer_scale` end-to-end test measures, with the healer built as the image ships it
-# (the `image` profile of Cargo.toml, for this machine's libc): the time
+# `healer_scale` end-to-end test measures, with the healer the image ships (the static
+# musl binary of the `image` profile, built by scripts/build-image.sh): the time
 # until every fleet is Ready, then one steady minute: API requests, CPU seconds and
 # resident memory (and checks that the steady state makes no request but the lease
 # renewals and watches); then a burst: BURST_NODES nodes (default 20) stopped at once
@@ -37,8 +37,9 @@ step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 step "control plane binaries (cached per version)"
 tests/controlplane/build.sh >&2
-step "celld-healer built with the image profile, and the test binaries"
-cargo build --profile image -p celld-healer >&2
+step "celld-healer as the image ships it, and the test binaries"
+CELLD_IMAGE_PROFILE=image scripts/build-image.sh --build-only >&2
+HEALER="${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/image/celld-healer"
 cargo build --workspace --bins >&2
 step "starting the control plane"
 tests/controlplane/start.sh >&2
@@ -46,7 +47,7 @@ trap 'step "stopping the control plane"; tests/controlplane/stop.sh >&2' EXIT
 
 LOG="$(mktemp)"
 step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes, $GROWING growing (log: $LOG)"
-CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$ROOT/target/image/celld-healer" \
+CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$HEALER" \
   CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_GROWING="$GROWING" \
   cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
   || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
@@ -86,7 +87,7 @@ HEALS="$(table heal-row \
   || { echo "no [heal-row] in $LOG" >&2; exit 1; }
 
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the image profile).\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
+SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
   "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$GROWING" "$COUNTS" "$TABLE" \
   "$BURST_NODES" "$BURSTS" "$GROWING" "$HEALS" "$END")"
 python3 - "$DOC" "$BEGIN" "$END" "$SECTION" <<'EOF'

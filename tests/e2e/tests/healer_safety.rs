@@ -932,7 +932,8 @@ async fn fresh_cost(env: &mut Env) -> Result<()> {
         ("statefulsets", 1.0),
         ("deployments", 1.0),
         ("pods", 2.0),
-        ("persistentvolumeclaims", 1.0),
+        // The claim names (a Table) and the claims carrying the identity.
+        ("persistentvolumeclaims", 2.0),
         ("celldbucketreservations", 1.0),
         ("replicasets", 0.0),
     ] {

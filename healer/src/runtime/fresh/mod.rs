@@ -3,14 +3,18 @@
 //!
 //! Only `list` is used (with a `metadata.name` field selector where one object is
 //! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation, all at
-//! once: one list each of the CelldFleet, StatefulSets and Deployments named after it, Pods carrying its
-//! identity, Pods held by its handoffs, the namespace's claims, and its bucket
-//! reservation; plus its ReplicaSets (metadata only) for a Deployment fleet. Unlike the
-//! caches, the workloads are read by name whatever their labels, so an unlabelled
-//! workload named like the fleet is seen before any of its claims could be deleted; and
-//! the reservation is read again so a bucket just reserved to another identity (rule V3)
-//! stops growth and healing even while the reservation watch lags (the simulation's
-//! `sim_fails_when_the_reservation_is_not_read_fresh` shows what happens otherwise).
+//! once: one list each of the CelldFleet, StatefulSets and Deployments named after it,
+//! Pods carrying its identity, Pods held by its handoffs and its bucket reservation; its
+//! claims ([`claims`]: the namespace's claim names and the claims carrying the identity,
+//! then any other claim at a member name); plus its ReplicaSets (metadata only) for a
+//! Deployment fleet. Unlike the caches, the workloads are read by name whatever their
+//! labels, so an unlabelled workload named like the fleet is seen before any of its
+//! claims could be deleted; and the reservation is read again so a bucket just reserved
+//! to another identity (rule V3) stops growth and healing even while the reservation
+//! watch lags (the simulation's `sim_fails_when_the_reservation_is_not_read_fresh` shows
+//! what happens otherwise).
+
+mod claims;
 
 use std::collections::HashSet;
 
@@ -39,9 +43,10 @@ pub struct Gathered {
     pub reservation: Option<Option<Arc<CelldBucketReservation>>>,
 }
 
-/// Number of list requests one fresh read makes, for the request-cost figures.
+/// Number of list requests one fresh read makes when no claim of another identity sits
+/// at a member name (each such claim adds one), for the request-cost figures.
 pub fn requests(stateful_set: bool) -> usize {
-    if stateful_set { 7 } else { 8 }
+    if stateful_set { 8 } else { 9 }
 }
 
 fn by_name(name: &str) -> ListParams {
@@ -113,15 +118,14 @@ struct Keyed {
 
 async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed, kube::Error> {
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
-    let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
     let reservations_api = Api::<CelldBucketReservation>::all(client.clone());
     let by_label = |key: &str| ListParams::default().labels(&format!("{key}={}", k.identity));
     let (identity, replacement) = (by_label(IDENTITY), by_label(REPLACEMENT_INDEX));
-    let (whole_namespace, reserved) = (ListParams::default(), by_name(&k.reservation));
+    let reserved = by_name(&k.reservation);
     let (labelled, held, claims, reservation, replica_sets) = futures::try_join!(
         pods_api.list(&identity),
         pods_api.list(&replacement),
-        claims_api.list(&whole_namespace),
+        claims::read(client, ns, name, &k.identity),
         reservations_api.list(&reserved),
         async {
             if k.stateful_set {
@@ -143,7 +147,6 @@ async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed,
     Ok(Keyed {
         pods,
         claims: claims
-            .items
             .into_iter()
             .filter(|c| concerns(name, &k.identity, c))
             .collect(),
