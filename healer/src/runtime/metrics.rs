@@ -9,6 +9,7 @@
 //! | `celld_healer_decide_duration_seconds` | histogram | |
 //! | `celld_healer_deadline_lag_seconds` | histogram | time from a wake-up `decide` asked for to the write it led to |
 //! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
+//! | `celld_healer_api_request_duration_seconds` | histogram | `verb`, `resource` (watches excepted): from sending a request to its response's headers |
 //! | `celld_healer_leader` | gauge | 1 while this replica holds its shard's lease and its shard count's lease, and may write |
 //! | `celld_healer_watch_healthy` | gauge | `resource`: 1 once listed and while the watch works |
 //! | `celld_healer_capacity_collect_duration_seconds` | histogram | one observation of a fleet's members |
@@ -53,6 +54,11 @@ pub struct ActionLabels {
 pub struct KindLabel {
     /// Error kind.
     pub kind: &'static str,
+}
+
+/// 1 ms to 16 s.
+fn api_request_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
 /// Label set `verb`, `resource`.
@@ -110,6 +116,8 @@ pub struct Metrics {
     pub deadline_lag_seconds: Histogram,
     /// Requests this process sent to the API server.
     pub api_requests: Family<RequestLabels, Counter>,
+    /// Time from sending a request (not a watch) to its response's headers.
+    pub api_request_seconds: Family<RequestLabels, Histogram>,
     /// 1 while leader.
     pub leader: Gauge,
     /// Watch health.
@@ -156,6 +164,9 @@ impl Metrics {
         let decide_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 10));
         let deadline_lag_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 12));
         let api_requests = Family::<RequestLabels, Counter>::default();
+        let api_request_seconds = Family::<RequestLabels, Histogram>::new_with_constructor(
+            api_request_histogram as fn() -> Histogram,
+        );
         let leader = Gauge::default();
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
         let fresh_reads = Counter::default();
@@ -244,6 +255,11 @@ impl Metrics {
             api_requests.clone(),
         );
         registry.register(
+            "celld_healer_api_request_duration_seconds",
+            "Time from sending a request to the Kubernetes API server (watches excepted) to its response's headers",
+            api_request_seconds.clone(),
+        );
+        registry.register(
             "celld_healer_leader",
             "1 while this replica holds the lease and may write",
             leader.clone(),
@@ -262,6 +278,7 @@ impl Metrics {
             decide_seconds,
             deadline_lag_seconds,
             api_requests,
+            api_request_seconds,
             leader,
             watch_healthy,
             fresh_reads,

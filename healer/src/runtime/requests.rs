@@ -1,7 +1,13 @@
 //! The Kubernetes client, with every request counted by verb and resource
-//! (`celld_healer_api_requests_total`), so the healer's own API load is measurable.
+//! (`celld_healer_api_requests_total`) and timed to its response
+//! (`celld_healer_api_request_duration_seconds`), so the healer's own API load, and how
+//! long the API server makes it wait, are measurable.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 use anyhow::Result;
 use kube::Client;
@@ -9,18 +15,70 @@ use kube::client::ClientBuilder;
 
 use super::metrics::{Metrics, RequestLabels};
 
-/// Builds a client from the in-cluster configuration or `KUBECONFIG`, counting requests.
+/// Builds a client from the in-cluster configuration or `KUBECONFIG`, counting and
+/// timing requests.
 pub async fn client(metrics: Arc<Metrics>) -> Result<Client> {
     let config = kube::Config::infer().await?;
-    let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        let (verb, resource) = classify(req.method(), req.uri());
-        metrics
-            .api_requests
-            .get_or_create(&RequestLabels { verb, resource })
-            .inc();
-        req
-    });
+    let layer = Timed::new(metrics);
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+}
+
+/// Counts each request and times it to its response's headers (a watch's response is
+/// a stream that lasts minutes: counted, not timed).
+#[derive(Clone)]
+struct Timed<S = ()> {
+    metrics: Arc<Metrics>,
+    inner: S,
+}
+
+impl Timed {
+    fn new(metrics: Arc<Metrics>) -> Self {
+        Timed { metrics, inner: () }
+    }
+}
+
+impl<S> tower::Layer<S> for Timed {
+    type Service = Timed<S>;
+
+    fn layer(&self, inner: S) -> Timed<S> {
+        Timed {
+            metrics: self.metrics.clone(),
+            inner,
+        }
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Timed<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let (verb, resource) = classify(req.method(), req.uri());
+        let labels = RequestLabels { verb, resource };
+        self.metrics.api_requests.get_or_create(&labels).inc();
+        let sent = Instant::now();
+        let response = self.inner.call(req);
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let r = response.await;
+            if labels.verb != "watch" {
+                metrics
+                    .api_request_seconds
+                    .get_or_create(&labels)
+                    .observe(sent.elapsed().as_secs_f64());
+            }
+            r
+        })
+    }
 }
 
 /// The API group of resource metrics (the capacity collector's PodMetrics list).
@@ -72,7 +130,45 @@ pub fn classify(method: &http::Method, uri: &http::Uri) -> (&'static str, String
 
 #[cfg(test)]
 mod tests {
+    use tower::{Layer, Service, ServiceExt};
+
     use super::*;
+
+    /// Every request is counted; all but watches are timed to their response.
+    #[tokio::test]
+    async fn requests_are_counted_and_timed_but_watches_only_counted() {
+        let metrics = Arc::new(Metrics::new());
+        let mut svc =
+            Timed::new(metrics.clone()).layer(tower::service_fn(|_: http::Request<()>| async {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                Ok::<_, std::convert::Infallible>(http::Response::new(()))
+            }));
+        for uri in [
+            "/api/v1/namespaces/a/pods",
+            "/api/v1/namespaces/a/pods?watch=true",
+        ] {
+            let req = http::Request::get(uri).body(()).expect("a request");
+            svc.ready()
+                .await
+                .expect("ready")
+                .call(req)
+                .await
+                .expect("a response");
+        }
+        let text = metrics.encode();
+        assert!(text.contains(r#"celld_healer_api_requests_total{verb="list",resource="pods"} 1"#));
+        assert!(
+            text.contains(r#"celld_healer_api_requests_total{verb="watch",resource="pods"} 1"#)
+        );
+        assert!(text.contains(
+            r#"celld_healer_api_request_duration_seconds_count{verb="list",resource="pods"} 1"#
+        ));
+        // At least the 20 ms the response took.
+        assert!(text.contains(
+            r#"celld_healer_api_request_duration_seconds_bucket{le="0.016",verb="list",resource="pods"} 0"#
+        ), "{text}");
+        assert!(!text.contains(r#"celld_healer_api_request_duration_seconds_count{verb="watch""#));
+    }
 
     fn c(m: http::Method, u: &str) -> (&'static str, String) {
         classify(&m, &u.parse().unwrap())
