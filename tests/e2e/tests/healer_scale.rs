@@ -285,6 +285,64 @@ async fn force_deletes(
 }
 
 /// p-th percentile (nearest rank) of ascending values.
+/// The healer's `celld_healer_api_request_duration_seconds` for `verb` (all resources)
+/// between two scrapes: count, mean and the bucket bounds of p50 and p99.
+fn response_times(m0: &str, m1: &str, verb: &str) -> Option<String> {
+    const NAME: &str = "celld_healer_api_request_duration_seconds";
+    let verb_label = format!("verb=\"{verb}\"");
+    // (le -> cumulative count, sum, count) summed over resources.
+    let read = |text: &str| {
+        let mut buckets: BTreeMap<String, f64> = BTreeMap::new();
+        let (mut sum, mut count) = (0.0, 0.0);
+        for line in text.lines().filter(|l| l.contains(&verb_label)) {
+            let Some((key, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(v) = value.parse::<f64>() else {
+                continue;
+            };
+            if let Some(rest) = key.strip_prefix(&format!("{NAME}_bucket{{le=\"")) {
+                let le = rest.split('"').next().unwrap_or_default().to_string();
+                *buckets.entry(le).or_default() += v;
+            } else if key.starts_with(&format!("{NAME}_sum{{")) {
+                sum += v;
+            } else if key.starts_with(&format!("{NAME}_count{{")) {
+                count += v;
+            }
+        }
+        (buckets, sum, count)
+    };
+    let ((b0, s0, c0), (b1, s1, c1)) = (read(m0), read(m1));
+    let count = c1 - c0;
+    if count <= 0.0 {
+        return None;
+    }
+    let mut bounds: Vec<(f64, f64)> = b1
+        .iter()
+        .map(|(le, v)| {
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap_or(f64::INFINITY)
+            };
+            (bound, v - b0.get(le).copied().unwrap_or(0.0))
+        })
+        .collect();
+    bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let at = |q: f64| {
+        bounds
+            .iter()
+            .find(|(_, c)| *c >= q * count)
+            .map_or(f64::INFINITY, |(b, _)| *b)
+    };
+    Some(format!(
+        "{count} requests, mean {:.0} ms, p50 <= {:.0} ms, p99 <= {:.0} ms",
+        (s1 - s0) / count * 1000.0,
+        at(0.5) * 1000.0,
+        at(0.99) * 1000.0
+    ))
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -463,6 +521,12 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         "[burst] {n} fleets: deadlines spread over {spread:.1} s; until the last write the healer reconciled {} and sent {requests:?}",
         reconciles.join(", ")
     );
+    // How long the API server made the healer wait meanwhile (its own histogram).
+    for verb in ["list", "delete", "patch", "create"] {
+        if let Some(w) = response_times(&m0, &m1, verb) {
+            eprintln!("[burst] {n} fleets: API server response to a {verb}: {w}");
+        }
+    }
     eprintln!(
         "[burst-row] fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over} min_s={:.2}",
         chosen.len(),
