@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the healer at fleet scale on the test control plane and writes the table into
+# Measures the healer at fleet scale on the test control plane and writes the tables into
 # docs/performance.md (between the bench-healer markers), with the machine, the date and
 # the command. A measurement, not a timed test: nothing here passes or fails on time.
 #
@@ -11,8 +11,11 @@
 # musl binary of the `image` profile, built by scripts/build-image.sh): the time
 # until every fleet is Ready, then one steady minute: API requests, CPU seconds and
 # resident memory (and checks that the steady state makes no request but the lease
-# renewals and watches); then a burst: BURST_NODES nodes (default 20) stopped at once
-# and their members deleted, each force-delete timed from its deadline. After the last
+# renewals and watches); at the largest count, a restart of the healer: the new
+# process's time to /readyz, to the Lease and to every fleet reconciled
+# (celld_healer_fleets_reconciled), with the API requests it cost; then a burst:
+# BURST_NODES nodes (default 20) stopped at once and their members deleted, each
+# force-delete timed from its deadline. After the last
 # count it heals one fleet while GROWING (default 100) new fleets grow. It starts its
 # own control plane on the ports of
 # tests/controlplane/env.sh (override the CP_*_PORT variables to run beside another) and
@@ -81,14 +84,19 @@ BURSTS="$(table burst-row \
 HEALS="$(table heal-row \
   'Ready fleets|fleets created and growing|deadline to force-delete|deadline to the fleet Ready again|growing fleets all Ready after' \
   '| {fleets} | {growing} | {action_s} s | {ready_s} s | {growing_ready_s} s |')"
+# The restart at the largest count.
+STARTS="$(table start-row \
+  'fleets|/readyz ready after|Lease held after|every fleet reconciled after|API requests until then|by verb' \
+  '| {fleets} | {ready_s} s | {leader_s} s | {reconciled_s} s | {requests} | {verbs} |')"
+[[ $(grep -c '^| [0-9]' <<<"$STARTS") -ge 1 ]] || { echo "no [start-row] in $LOG" >&2; exit 1; }
 [[ $BURST_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$BURSTS") -ge 1 ]] \
   || { echo "no [burst-row] in $LOG" >&2; exit 1; }
 [[ $GROWING -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$HEALS") -ge 1 ]] \
   || { echo "no [heal-row] in $LOG" >&2; exit 1; }
 
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
-  "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$GROWING" "$COUNTS" "$TABLE" \
+SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).\n\n%s\n\nThe healer restarted at the largest count (SIGTERM, then a new process): from the new process'"'"'s start.\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
+  "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$GROWING" "$COUNTS" "$TABLE" "$STARTS" \
   "$BURST_NODES" "$BURSTS" "$GROWING" "$HEALS" "$END")"
 python3 - "$DOC" "$BEGIN" "$END" "$SECTION" <<'EOF'
 import sys
@@ -98,5 +106,5 @@ head, rest = text.split(begin, 1)
 _, tail = rest.split(end, 1)
 open(path, "w").write(head + section + tail)
 EOF
-printf '%s\n\n%s\n\n%s\n' "$TABLE" "$BURSTS" "$HEALS"
+printf '%s\n\n%s\n\n%s\n\n%s\n' "$TABLE" "$STARTS" "$BURSTS" "$HEALS"
 step "written to $DOC"

@@ -21,6 +21,22 @@ pub fn at(m: i64) -> Timestamp {
     T0 + Span::mins(m)
 }
 
+/// A CelldFleet object (PersistentFleet of 3) as the runtime's caches hold it, for tests
+/// of the runtime's bookkeeping; its uid is `uid-<name>`.
+pub fn fleet_object(namespace: &str, name: &str, identity: &str) -> celld_api::CelldFleet {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleet.celld.dev/v1alpha1", "kind": "CelldFleet",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+                     "resourceVersion": "1", "generation": 1},
+        "spec": {"identity": identity, "profile": "PersistentFleet",
+                 "runtimeImage": "ghcr.io/ewhauser/celld@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+                 "members": 3, "serviceAccountName": "runtime",
+                 "storage": {"bucket": format!("{name}-bucket"), "region": "us-east-1", "storageClassName": "gp3"},
+                 "placement": {"zones": ["us-east-1a", "us-east-1b", "us-east-1c"]}}
+    }))
+    .expect("the fixture is a valid CelldFleet")
+}
+
 /// A healthy PersistentFleet of `n` members, all ready for an hour.
 pub fn persistent(n: i32) -> Snapshot {
     fleet_of(Profile::PersistentFleet, true, n)

@@ -89,6 +89,9 @@ impl Controller {
         let zones = Arc::new(Zones::new(s.metrics.clone()));
         let zone_changes = super::zones::open(&s.client, &zones, &stores);
         let fleets = stores.fleets.clone();
+        let (served, shard, store) = (s.served.clone(), s.shard, fleets.clone());
+        s.metrics
+            .count_served_with(move || served.count(shard, &store.state()));
         let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Reconciler {
             client: s.client.clone(),

@@ -323,14 +323,14 @@ impl Elector {
                 }
                 acting = now_acting;
             }
-            self.metrics.leader.set(i64::from(now_acting));
+            self.metrics.set_leader(now_acting);
             tokio::select! {
                 _ = tokio::time::sleep(next) => {}
                 _ = shutdown.changed() => {}
             }
         }
         self.gate.close();
-        self.metrics.leader.set(0);
+        self.metrics.set_leader(false);
         if let Some(lease) = shard.held {
             self.release(&shard.name, lease).await;
         }

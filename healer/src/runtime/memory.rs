@@ -127,23 +127,16 @@ impl Memory {
 mod tests {
     use std::time::Instant;
 
-    use serde_json::json;
-
     use super::*;
     use crate::runtime::members::View;
 
     fn fleet(i: usize) -> Arc<CelldFleet> {
-        let fleet = serde_json::from_value(json!({
-            "apiVersion": "fleet.celld.dev/v1alpha1", "kind": "CelldFleet",
-            "metadata": {"name": format!("f{i}"), "namespace": "apps", "uid": format!("uid-{i}"),
-                         "resourceVersion": "1", "generation": 1},
-            "spec": {"identity": format!("7kq2m9x4c1v8b3n6z5h0j2w{i:04}"), "profile": "PersistentFleet",
-                     "runtimeImage": "ghcr.io/ewhauser/celld@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     "members": 3, "serviceAccountName": "runtime",
-                     "storage": {"bucket": format!("b{i}"), "region": "us-east-1", "storageClassName": "gp3"},
-                     "placement": {"zones": ["us-east-1a", "us-east-1b", "us-east-1c"]}}
-        }));
-        Arc::new(fleet.expect("a test fleet"))
+        let identity = format!("7kq2m9x4c1v8b3n6z5h0j2w{i:04}");
+        Arc::new(crate::testkit::fleet_object(
+            "apps",
+            &format!("f{i}"),
+            &identity,
+        ))
     }
 
     /// Fleets come and go (a few live at a time, hundreds over the test): every map,

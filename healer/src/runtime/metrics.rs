@@ -11,6 +11,8 @@
 //! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
 //! | `celld_healer_api_request_duration_seconds` | histogram | `verb`, `resource` (watches excepted): from sending a request to its response's headers |
 //! | `celld_healer_leader` | gauge | 1 while this replica holds its shard's lease and its shard count's lease, and may write |
+//! | `celld_healer_fleets_served` | gauge | the fleets this replica serves (in its namespaces and its shard), counted at each scrape |
+//! | `celld_healer_fleets_reconciled` | gauge | the distinct fleets this replica has reconciled since it last became leader (0 on a standby); equal to `celld_healer_fleets_served` once it has caught up |
 //! | `celld_healer_watch_healthy` | gauge | `resource`: 1 once listed and while the watch works |
 //! | `celld_healer_capacity_collect_duration_seconds` | histogram | one observation of a fleet's members |
 //! | `celld_healer_capacity_history_writes_total` | counter | patches of the capacity history annotation |
@@ -20,8 +22,8 @@
 //! | `celld_fleet_capacity_window_seconds` | gauge | `namespace`, `fleet`: how long that window has run |
 //! | `celld_fleet_capacity_decision` | gauge | `namespace`, `fleet`, `mode`, `reason`: 1 for the latest decision |
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
 
 use celld_api::CelldFleet;
 use kube::runtime::reflector::ObjectRef;
@@ -99,6 +101,9 @@ pub struct DecisionLabels {
     pub reason: &'static str,
 }
 
+/// Counts the fleets a replica serves, from its caches.
+type ServedCount = Box<dyn Fn() -> usize + Send + Sync>;
+
 /// Every metric of the healer.
 pub struct Metrics {
     registry: Registry,
@@ -122,6 +127,15 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Watch health.
     pub watch_healthy: Family<ResourceLabel, Gauge>,
+    /// Fleets served (namespaces and shard), set from [`Metrics::count_served_with`] at
+    /// each scrape.
+    pub fleets_served: Gauge,
+    /// The size of `reconciled`.
+    pub fleets_reconciled: Gauge,
+    /// The fleets reconciled since this replica last became leader.
+    reconciled: Mutex<HashSet<ObjectRef<CelldFleet>>>,
+    /// Counts the served fleets (installed once the caches exist).
+    served_count: OnceLock<ServedCount>,
     /// Fresh reads made to confirm a destructive write.
     pub fresh_reads: Counter,
     /// Status patches sent (each with the fleet's resourceVersion as precondition).
@@ -169,6 +183,8 @@ impl Metrics {
         );
         let leader = Gauge::default();
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
+        let fleets_served = Gauge::default();
+        let fleets_reconciled = Gauge::default();
         let fresh_reads = Counter::default();
         let status_writes = Counter::default();
         let capacity_collect_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
@@ -269,6 +285,16 @@ impl Metrics {
             "1 once a watch has listed its objects and while it works",
             watch_healthy.clone(),
         );
+        registry.register(
+            "celld_healer_fleets_served",
+            "Fleets this replica serves: in its namespaces and its shard",
+            fleets_served.clone(),
+        );
+        registry.register(
+            "celld_healer_fleets_reconciled",
+            "Distinct fleets this replica reconciled since it last became leader",
+            fleets_reconciled.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -281,6 +307,10 @@ impl Metrics {
             api_request_seconds,
             leader,
             watch_healthy,
+            fleets_served,
+            fleets_reconciled,
+            reconciled: Mutex::new(HashSet::new()),
+            served_count: OnceLock::new(),
             fresh_reads,
             status_writes,
             capacity_collect_seconds,
@@ -359,8 +389,18 @@ impl Metrics {
         }
     }
 
+    /// Forgets fleets not in `live` (gone from the caches): their capacity gauges, and
+    /// their place among the fleets reconciled, which therefore never outgrows the
+    /// fleets that exist.
+    pub fn retain_fleets(&self, live: &HashSet<ObjectRef<CelldFleet>>) {
+        self.retain_capacity(live);
+        let mut set = self.reconciled.lock().expect("reconciled fleets");
+        set.retain(|k| live.contains(k));
+        self.fleets_reconciled.set(set.len() as i64);
+    }
+
     /// Removes the capacity gauges of fleets not in `live`.
-    pub fn retain_capacity(&self, live: &std::collections::HashSet<ObjectRef<CelldFleet>>) {
+    fn retain_capacity(&self, live: &HashSet<ObjectRef<CelldFleet>>) {
         let gone: Vec<ObjectRef<CelldFleet>> = self
             .decision_series
             .lock()
@@ -372,6 +412,35 @@ impl Metrics {
         for k in gone {
             self.forget_capacity(&k);
         }
+    }
+
+    /// Records that this replica, as leader with complete caches, reconciled `key` (went
+    /// on to decide on it, or found it unobservable): `celld_healer_fleets_reconciled`
+    /// counts each fleet once.
+    pub fn fleet_reconciled(&self, key: &ObjectRef<CelldFleet>) {
+        let mut set = self.reconciled.lock().expect("reconciled fleets");
+        if !set.contains(key) {
+            set.insert(key.clone());
+            self.fleets_reconciled.set(set.len() as i64);
+        }
+    }
+
+    /// Sets the leader gauge. Losing leadership forgets the fleets reconciled, so the
+    /// count starts from zero the next time this replica leads.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+        if !leading {
+            let mut set = self.reconciled.lock().expect("reconciled fleets");
+            set.clear();
+            self.fleets_reconciled.set(0);
+        }
+    }
+
+    /// Installs what counts the served fleets for `celld_healer_fleets_served` (called
+    /// once, when the caches exist; later calls are ignored). It runs at each scrape, not
+    /// on a timer, so a quiet healer does no periodic work for it.
+    pub fn count_served_with(&self, count: impl Fn() -> usize + Send + Sync + 'static) {
+        let _ = self.served_count.set(Box::new(count));
     }
 
     /// Counts a reconcile.
@@ -394,6 +463,9 @@ impl Metrics {
     /// The text exposition.
     pub fn encode(&self) -> String {
         let _g = self.encode_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = self.served_count.get() {
+            self.fleets_served.set(count() as i64);
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -436,5 +508,80 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("celld_healer_blocked_fleets 0"), "{text}");
+    }
+
+    fn key(i: usize) -> ObjectRef<CelldFleet> {
+        ObjectRef::new(&format!("f{i}")).within("apps")
+    }
+
+    fn sample(m: &Metrics, name: &str) -> String {
+        let text = m.encode();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .to_string()
+    }
+
+    /// Each fleet counts once however often it is reconciled; losing leadership starts
+    /// the count again, gaining it does not reset it.
+    #[test]
+    fn fleets_reconciled_counts_distinct_fleets_per_leadership() {
+        let m = Metrics::new();
+        m.set_leader(true);
+        for round in 0..3 {
+            for i in 0..5 {
+                m.fleet_reconciled(&key(i));
+            }
+            assert_eq!(m.fleets_reconciled.get(), 5, "round {round}");
+        }
+        assert_eq!(sample(&m, "celld_healer_fleets_reconciled"), "5");
+        // Renewals while leading keep the count.
+        m.set_leader(true);
+        assert_eq!(m.fleets_reconciled.get(), 5);
+        m.set_leader(false);
+        assert_eq!(m.fleets_reconciled.get(), 0);
+        assert_eq!(m.leader.get(), 0);
+        m.set_leader(true);
+        m.fleet_reconciled(&key(3));
+        assert_eq!(sample(&m, "celld_healer_fleets_reconciled"), "1");
+    }
+
+    /// Fleets come and go while one replica leads for good: the count (and the set
+    /// behind it) never holds more than the fleets that exist.
+    #[test]
+    fn fleets_reconciled_forgets_deleted_fleets() {
+        let m = Metrics::new();
+        m.set_leader(true);
+        let mut live = HashSet::new();
+        for i in 0..300 {
+            m.fleet_reconciled(&key(i));
+            live.insert(key(i));
+            if i >= 3 {
+                live.remove(&key(i - 3));
+            }
+            m.retain_fleets(&live);
+            assert_eq!(
+                m.fleets_reconciled.get(),
+                live.len() as i64,
+                "after fleet {i}"
+            );
+            assert_eq!(m.reconciled.lock().unwrap().len(), live.len());
+        }
+        m.retain_fleets(&HashSet::new());
+        assert_eq!(m.fleets_reconciled.get(), 0);
+    }
+
+    /// The served count is taken at each scrape from what was installed (once).
+    #[test]
+    fn fleets_served_is_counted_at_each_scrape() {
+        let m = Metrics::new();
+        assert_eq!(sample(&m, "celld_healer_fleets_served"), "0");
+        let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(7));
+        let seen = n.clone();
+        m.count_served_with(move || seen.load(std::sync::atomic::Ordering::SeqCst));
+        m.count_served_with(|| 1000);
+        assert_eq!(sample(&m, "celld_healer_fleets_served"), "7");
+        n.store(9, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(sample(&m, "celld_healer_fleets_served"), "9");
     }
 }

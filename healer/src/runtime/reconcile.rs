@@ -278,6 +278,8 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         debug!(fleet = %key, why = %why, "caches incomplete: not acting");
         return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
     }
+    // Counted for `celld_healer_fleets_reconciled` (how far a new leader has got).
+    ctx.metrics.fleet_reconciled(&key);
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
     let g = gather(&ctx.stores, &fleet, &ctx.memory.force_deleted);

@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use anyhow::Result;
-use celld_api::healer_flags::{self as flags, check_namespace};
+use celld_api::CelldFleet;
+use celld_api::healer_flags::{self as flags, Shard, check_namespace};
 
 /// Which namespaces' fleets the healer reconciles and whose objects it watches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +38,18 @@ impl Served {
         }
     }
 
+    /// How many of `fleets` this healer serves: in a served namespace and in `shard`
+    /// (`celld_healer_fleets_served`).
+    pub fn count(&self, shard: Shard, fleets: &[std::sync::Arc<CelldFleet>]) -> usize {
+        fleets
+            .iter()
+            .filter(|f| {
+                self.contains(f.metadata.namespace.as_deref().unwrap_or_default())
+                    && shard.owns(&f.spec.identity)
+            })
+            .count()
+    }
+
     /// The scopes of the namespaced watches: `None` for one cluster-wide watch, else one
     /// per namespace.
     pub fn watch_scopes(&self) -> Vec<Option<String>> {
@@ -56,5 +69,35 @@ impl fmt::Display for Served {
                 f.write_str(&v.join(","))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::testkit::fleet_object;
+
+    /// Served: in a served namespace and in the shard; every fleet is served by exactly
+    /// one shard of a count.
+    #[test]
+    fn count_takes_namespaces_and_shard() {
+        let fleets: Vec<Arc<CelldFleet>> = (0..40)
+            .map(|i| {
+                let ns = if i % 4 == 0 { "other" } else { "apps" };
+                let identity = format!("7kq2m9x4c1v8b3n6z5h0j2{i:04}");
+                Arc::new(fleet_object(ns, &format!("f{i}"), &identity))
+            })
+            .collect();
+        let all = Served::All;
+        let apps = Served::new(&["apps".to_string()]).expect("a namespace");
+        assert_eq!(all.count(Shard::ALL, &fleets), 40);
+        assert_eq!(apps.count(Shard::ALL, &fleets), 30);
+        let halves: Vec<usize> = (0..2)
+            .map(|index| apps.count(Shard { index, count: 2 }, &fleets))
+            .collect();
+        assert_eq!(halves.iter().sum::<usize>(), 30, "{halves:?}");
+        assert!(halves.iter().all(|&n| n > 0 && n < 30), "{halves:?}");
     }
 }

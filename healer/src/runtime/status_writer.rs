@@ -107,7 +107,7 @@ pub(super) async fn write_status(
         || uids(ctx.stores.claims.state()),
     );
     ctx.metrics
-        .retain_capacity(&fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect());
+        .retain_fleets(&fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect());
     Ok(())
 }
 

@@ -13,6 +13,14 @@
 //! `[scale-row]` line that `scripts/bench-healer.sh` turns into the table of
 //! docs/performance.md. `CELLD_HEALER_BIN` can point at a release build to measure it
 //! instead of the debug one.
+//! - At the largest count, after the steady minute, a restart (issue 14, "time from
+//!   healer start to every fleet reconciled"): the healer gets SIGTERM (it releases its
+//!   Lease) and a new process, with a new identity as a new Pod would have, is timed
+//!   from its start to `/readyz`, to holding the Lease, and to
+//!   `celld_healer_fleets_reconciled` reaching every fleet (asserted: it must, and
+//!   `celld_healer_fleets_served` must equal the fleets), with the API requests it sent
+//!   until then by verb. Prints `[start-row]`; the times are never asserted. It adds
+//!   about 2 s at the CI default (50 fleets, debug build).
 //! - At every count, after the steady minute, a burst (issue 14): `CELLD_SCALE_BURST_NODES`
 //!   nodes (default 3, one per zone; the benchmark stops 20) are stopped at once and
 //!   every member Pod on them is deleted at once, as the taint-eviction controller
@@ -130,9 +138,18 @@ async fn steady_state_requests_and_memory() -> Result<()> {
     env.finish(r).await
 }
 
+/// The healer as this test runs it: the default lease duration (15 s).
+fn scale_healer(env: &Env, identity: &str) -> HealerOptions {
+    let mut o = env.healer_options();
+    o.lease_duration = "15s".into();
+    o.identity = identity.into();
+    o
+}
+
 async fn scale(env: &mut Env, counts: &[usize], burst: usize, growing: usize) -> Result<()> {
     let mut fleets: Vec<FleetFile> = Vec::new();
-    let mut h = None;
+    let mut healer = None;
+    let largest = counts.last().copied().unwrap_or(0);
     for &n in counts {
         let more: Vec<FleetFile> = (fleets.len()..n)
             .map(|i| FleetFile::persistent(&env.ns, &format!("f{i:04}"), 3))
@@ -140,13 +157,9 @@ async fn scale(env: &mut Env, counts: &[usize], burst: usize, growing: usize) ->
         apply_all(env, &more).await?;
         let added = more.len();
         fleets.extend(more);
-        let h = match h {
+        let mut h = match healer {
             Some(h) => h,
-            None => {
-                let mut o = env.healer_options();
-                o.lease_duration = "15s".into();
-                *h.insert(env.healer(o)?)
-            }
+            None => env.healer(scale_healer(env, "healer-a"))?,
         };
         let t0 = Instant::now();
         all_ready(env, &fleets, Duration::from_secs(240.max(3 * added as u64))).await?;
@@ -154,6 +167,10 @@ async fn scale(env: &mut Env, counts: &[usize], burst: usize, growing: usize) ->
         eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
         tokio::time::sleep(Duration::from_secs(10)).await;
         steady_minute(env, h, n, ready).await?;
+        if n == largest {
+            h = restart(env, h, n).await?;
+        }
+        healer = Some(h);
         if burst > 0 {
             burst_of_nodes(env, h, n, burst).await?;
             all_ready(env, &fleets, Duration::from_secs(240.max(3 * n as u64))).await?;
@@ -241,6 +258,84 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         r1 - r0
     );
     Ok(())
+}
+
+/// Restarts the healer at `n` fleets, as a rolling update does: SIGTERM (it stops
+/// writing and releases its Lease), then a new process with a new identity, as a new
+/// Pod. Times the new process from its start to `/readyz` (every watch listed), to
+/// holding the Lease (`celld_healer_leader`), and to `celld_healer_fleets_reconciled`
+/// reaching every fleet, and counts the API requests it sent until then. Prints
+/// `[start-row]`; returns the new healer. Asserts only that it reaches every fleet.
+async fn restart(env: &mut Env, old: usize, n: usize) -> Result<usize> {
+    let stopping = Instant::now();
+    let status = env.h_mut(old).terminate();
+    let stopped_in = stopping.elapsed();
+    ensure!(
+        status.is_some_and(|s| s.success()),
+        "the healer did not stop cleanly on SIGTERM: {status:?}"
+    );
+    let t0 = Instant::now();
+    let h = env.healer(scale_healer(env, "healer-b"))?;
+    let timeout = Duration::from_secs(120 + n as u64 / 5);
+    let gauge = |m: &str, name: &str| sum_metric(m, &format!("{name} "));
+    let (mut ready, mut leader) = (None, None);
+    let (reconciled, m) = loop {
+        if let Some(st) = env.h_mut(h).try_exit() {
+            bail!("the restarted healer exited: {st}");
+        }
+        ensure!(
+            t0.elapsed() < timeout,
+            "the restarted healer did not reconcile all {n} fleets within {timeout:?} (ready {ready:?}, leader {leader:?})"
+        );
+        // Before its listener is up, both requests fail: not ready yet.
+        if ready.is_none() && env.h(h).http_status("/readyz").await.ok() == Some(200) {
+            ready = Some(t0.elapsed());
+        }
+        if let Ok(m) = env.h(h).metrics_text().await {
+            if leader.is_none() && gauge(&m, "celld_healer_leader") == 1.0 {
+                leader = Some(t0.elapsed());
+            }
+            if gauge(&m, "celld_healer_fleets_reconciled") >= n as f64 {
+                break (t0.elapsed(), m);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let served = gauge(&m, "celld_healer_fleets_served");
+    let done = gauge(&m, "celld_healer_fleets_reconciled");
+    ensure!(
+        served == n as f64 && done == n as f64,
+        "after the restart the healer serves {served} and reconciled {done} fleets, not {n}"
+    );
+    // Both come before the last reconcile (it needs the caches and the lease); one
+    // reached between two polls counts at the poll that saw the end.
+    let (ready, leader) = (ready.unwrap_or(reconciled), leader.unwrap_or(reconciled));
+    let mut verbs: BTreeMap<String, f64> = BTreeMap::new();
+    for ((verb, _), v) in api_requests(&m) {
+        *verbs.entry(verb).or_default() += v;
+    }
+    let total: f64 = verbs.values().sum();
+    let by_verb: Vec<String> = verbs.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    // The reconciles it ran until then, by result (results it had none of are left out).
+    let results: Vec<String> = m
+        .lines()
+        .filter_map(|l| l.strip_prefix("celld_healer_reconciles_total{result=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .map(|(result, count)| format!("{result} {count}"))
+        .collect();
+    eprintln!(
+        "[start] {n} fleets: old healer stopped in {stopped_in:?}; the new one ready after {ready:?}, leader after {leader:?}, every fleet reconciled after {reconciled:?}; reconciles {}; requests {:?}",
+        results.join(", "),
+        api_requests(&m)
+    );
+    eprintln!(
+        "[start-row] fleets={n} ready_s={:.2} leader_s={:.2} reconciled_s={:.2} requests={total} verbs={}",
+        ready.as_secs_f64(),
+        leader.as_secs_f64(),
+        reconciled.as_secs_f64(),
+        by_verb.join(",")
+    );
+    Ok(h)
 }
 
 /// `MemberForceDeleted` Events recorded since `since`, by Pod: (fleet, the deadline the
