@@ -532,6 +532,8 @@ const NOT_HEALER_REASONS: &[&str] = &[
     "Ki",
     "Lease",
     "Mi",
+    // The name column of a server-side Table (the fresh read's claim names).
+    "Name",
     "Pending",
     "PersistentVolumeClaim",
     "Pod",
