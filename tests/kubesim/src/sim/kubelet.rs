@@ -246,10 +246,19 @@ fn rv(pod: &Pod) -> u64 {
         .unwrap_or(0)
 }
 
-fn api_code(e: &kube::Error) -> Option<u16> {
+/// The write was for a Pod that is gone: 404, a failed precondition (409), or the uid
+/// in a status patch refused as immutable (422), which is what the API server answers
+/// when a successor Pod took the name. Retrying would only write onto the successor's
+/// name again and again (at 1,000 fleets these retries starved the node's other Pods).
+fn pod_gone(e: &kube::Error) -> bool {
     match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
+        kube::Error::Api(s) => {
+            matches!(s.code, 404 | 409)
+                || (s.code == 422
+                    && s.message.contains("metadata.uid")
+                    && s.message.contains("immutable"))
+        }
+        _ => false,
     }
 }
 
@@ -800,7 +809,7 @@ impl Worker {
                 self.applied = Some(self.fault);
                 self.retry_at = None;
             }
-            Err(e) if matches!(api_code(&e), Some(404 | 409)) => {}
+            Err(e) if pod_gone(&e) => {}
             Err(e) => {
                 tracing::warn!(pod = %self.key(), error = %e, "status write failed; retrying");
                 self.retry_at = Some(Instant::now() + API_RETRY);
@@ -895,7 +904,7 @@ impl Worker {
                 tracing::info!(pod = %self.key(), "pod finalized (deleted with grace 0)");
                 self.deleted = true;
             }
-            Err(e) if matches!(api_code(&e), Some(404 | 409)) => self.deleted = true,
+            Err(e) if pod_gone(&e) => self.deleted = true,
             Err(e) => {
                 tracing::warn!(pod = %self.key(), error = %e, "final delete failed; retrying");
                 drop(gate);
@@ -1031,4 +1040,40 @@ pub(crate) async fn kill_all(sim: &Arc<Sim>) -> usize {
     sim.nudge_where(|_| true);
     wait_no_stubs(&views, Duration::from_secs(3)).await;
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": code, "message": message
+            }))
+            .expect("a Status"),
+        )
+    }
+
+    /// What kube-apiserver 1.36 answered to a status patch carrying an old uid once a
+    /// successor Pod had the name.
+    #[test]
+    fn a_write_for_a_replaced_pod_is_not_retried() {
+        let successor = status(
+            422,
+            "Pod \"f0828-2\" is invalid: metadata.uid: Invalid value: \"ecfc28cb\": field is immutable",
+        );
+        assert!(pod_gone(&successor));
+        assert!(pod_gone(&status(404, "not found")));
+        assert!(pod_gone(&status(
+            409,
+            "Precondition failed: UID in precondition"
+        )));
+        // Another invalid status is a real error, retried and logged.
+        assert!(!pod_gone(&status(
+            422,
+            "Pod \"a\" is invalid: status.phase: Unsupported value"
+        )));
+        assert!(!pod_gone(&status(500, "etcd timeout")));
+    }
 }
