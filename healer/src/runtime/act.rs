@@ -28,7 +28,8 @@
 //! be applied, a failed `test` among them, is answered with a bare 422: reason `Invalid`,
 //! the generic message and no causes, where a real validation error names its fields.
 //! Read as an error, it sent the fleet into the error back-off (up to minutes) while the
-//! caches caught up; at 1,000 fleets that held handoffs for minutes.
+//! caches caught up; at 1,000 fleets that held handoffs for minutes. Only the answer to
+//! our own JSON patches is read so ([`ActError::from_json_patch`]).
 //!
 //! Every step first checks the leader [`Gate`]: a replica that lost the lease, or is
 //! shutting down, stops between two steps of a handoff rather than after it. An
@@ -86,10 +87,7 @@ impl ActError {
                     ActError::ManagerConflict(s.message)
                 } else if s.code == 409
                     || s.code == 404
-                    || (s.code == 422
-                        && (s.message.contains("test")
-                            || s.message.contains("uid")
-                            || s.details.as_ref().is_none_or(|d| d.causes.is_empty())))
+                    || (s.code == 422 && (s.message.contains("test") || s.message.contains("uid")))
                 {
                     ActError::Conflict(format!("{} ({})", s.message, s.code))
                 } else {
@@ -97,6 +95,29 @@ impl ActError {
                 }
             }
             e => ActError::Api(e),
+        }
+    }
+
+    /// The error of a JSON patch with `test` ops. The API server answers a patch it
+    /// cannot apply, a failed `test` among them, with a bare 422: reason `Invalid`, its
+    /// generic message, and no details. Only our JSON patches are read this way (a
+    /// webhook or policy refusing another write keeps its error and its back-off).
+    fn from_json_patch(e: kube::Error) -> ActError {
+        match e {
+            kube::Error::Api(s)
+                if s.code == 422
+                    && s.reason == "Invalid"
+                    && s.message == UNAPPLIABLE_PATCH
+                    && s.details.as_ref().is_none_or(|d| {
+                        d.name.is_empty() && d.kind.is_empty() && d.causes.is_empty()
+                    }) =>
+            {
+                ActError::Conflict(format!(
+                    "the patch's tests no longer hold: the object changed since the decision ({})",
+                    s.code
+                ))
+            }
+            e => ActError::from_kube(e),
         }
     }
 
@@ -145,6 +166,10 @@ pub struct Actor<'a> {
 fn esc(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
+
+/// The message of the API server's bare 422 for a JSON patch it cannot apply (checked
+/// against kube-apiserver 1.36 with a failed `test` op).
+const UNAPPLIABLE_PATCH: &str = "the server rejected our request due to an error in our request";
 
 fn json_patch(ops: Value) -> Patch<()> {
     Patch::Json(serde_json::from_value::<json_patch::Patch>(ops).expect("a valid JSON patch"))
@@ -324,7 +349,7 @@ impl Actor<'_> {
                 &patch,
             )
             .await
-            .map_err(ActError::from_kube)?;
+            .map_err(ActError::from_json_patch)?;
         Ok(())
     }
 
@@ -412,7 +437,7 @@ impl Actor<'_> {
                 ])),
             )
             .await
-            .map_err(ActError::from_kube)?;
+            .map_err(ActError::from_json_patch)?;
         let prepared_rv = prepared
             .metadata
             .resource_version
@@ -450,7 +475,7 @@ impl Actor<'_> {
             ])),
         )
         .await
-        .map_err(ActError::from_kube)?;
+        .map_err(ActError::from_json_patch)?;
         info!(pod = %h.pod, "handoff step 3 (commit) acknowledged");
         self.halt(HaltPoint::Commit).await;
         Ok(())
@@ -491,7 +516,7 @@ impl Actor<'_> {
                 &json_patch(Value::Array(ops)),
             )
             .await
-            .map_err(ActError::from_kube)?;
+            .map_err(ActError::from_json_patch)?;
         Ok(())
     }
 }
@@ -515,14 +540,15 @@ mod tests {
     /// not backed off as an error. A validation error, which names its fields, stays one.
     #[test]
     fn a_failed_json_patch_test_is_a_conflict_and_a_validation_error_is_not() {
-        let failed_test = status(
-            422,
-            "the server rejected our request due to an error in our request",
-            json!({}),
-        );
+        let failed_test = || status(422, UNAPPLIABLE_PATCH, json!({}));
         assert!(matches!(
-            ActError::from_kube(failed_test),
+            ActError::from_json_patch(failed_test()),
             ActError::Conflict(_)
+        ));
+        // Any other write refused the same way (say, a webhook's bare 422) stays an error.
+        assert!(matches!(
+            ActError::from_kube(failed_test()),
+            ActError::Api(_)
         ));
         let invalid = status(
             422,
@@ -530,7 +556,10 @@ mod tests {
             json!({"name": "a", "kind": "Pod",
                    "causes": [{"reason": "FieldValueInvalid", "field": "metadata.labels"}]}),
         );
-        assert!(matches!(ActError::from_kube(invalid), ActError::Api(_)));
+        assert!(matches!(
+            ActError::from_json_patch(invalid),
+            ActError::Api(_)
+        ));
         let gone = status(404, "pods \"a\" not found", json!({"name": "a"}));
         assert!(matches!(ActError::from_kube(gone), ActError::Conflict(_)));
     }

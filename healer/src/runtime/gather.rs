@@ -64,12 +64,14 @@ pub(super) fn gather(
             pods.push((**p).clone());
         }
     }
-    let deleted = force_deleted.lock().expect("force deleted");
-    if !deleted.is_empty() {
-        pods = pods
-            .into_iter()
-            .filter_map(|p| as_force_deleted(p, &deleted))
-            .collect();
+    {
+        let deleted = force_deleted.lock().expect("force deleted");
+        if !deleted.is_empty() {
+            pods = pods
+                .into_iter()
+                .filter_map(|p| as_force_deleted(p, &deleted))
+                .collect();
+        }
     }
     let claims = stores
         .claims

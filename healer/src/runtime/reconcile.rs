@@ -197,9 +197,14 @@ async fn report_ignored(
 /// than before, since a run before the deadline finds nothing due and waits a whole
 /// debounce more.
 fn until(t: Timestamp, now: Timestamp) -> Duration {
+    early(Duration::from_millis((t - now).millis().max(0) as u64))
+}
+
+/// The requeue delay that makes the queue run the fleet `wanted` from now (see
+/// [`until`]).
+fn early(wanted: Duration) -> Duration {
     const AFTER: Duration = Duration::from_millis(10);
-    let wanted = Duration::from_millis((t - now).millis().max(0) as u64) + AFTER;
-    wanted
+    (wanted + AFTER)
         .saturating_sub(DEBOUNCE)
         .max(Duration::from_millis(1))
 }
@@ -506,8 +511,9 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         .flatten()
         .min()
         .filter(|d| wake_ms.is_none_or(|w| w > d.as_millis()));
+    // Asked for as early as the wake-up it replaces, so the two compare as they will run.
     Ok(Pass::Done(match sooner {
-        Some(d) => KAction::requeue(d),
+        Some(d) => KAction::requeue(early(d)),
         None => step,
     }))
 }

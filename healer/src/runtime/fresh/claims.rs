@@ -29,8 +29,9 @@ use super::by_name;
 #[serde(rename_all = "camelCase")]
 struct Table {
     column_definitions: Vec<Column>,
+    /// Absent or null when the namespace has no claims.
     #[serde(default)]
-    rows: Vec<Row>,
+    rows: Option<Vec<Row>>,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +59,7 @@ fn names(t: Table) -> Result<Vec<String>, kube::Error> {
         .position(|c| c.name == "Name")
         .ok_or_else(|| malformed("no Name column".into()))?;
     t.rows
+        .unwrap_or_default()
         .into_iter()
         .map(|r| match r.cells.into_iter().nth(col) {
             Some(serde_json::Value::String(n)) => Ok(n),
@@ -137,6 +139,10 @@ mod tests {
         let empty: Table = serde_json::from_value(json!({"columnDefinitions": [{"name": "Name"}]}))
             .expect("an empty Table");
         assert!(names(empty).expect("no names").is_empty());
+        let null: Table =
+            serde_json::from_value(json!({"columnDefinitions": [{"name": "Name"}], "rows": null}))
+                .expect("a Table without rows");
+        assert!(names(null).expect("no names").is_empty());
     }
 
     /// A Table that does not name every claim is refused, never read as fewer claims.
