@@ -528,6 +528,8 @@ const NOT_HEALER_REASONS: &[&str] = &[
     "ImagePullBackOff",
     // The node-selector operator of a volume's zone affinity.
     "In",
+    // The API server's reason for a JSON patch it cannot apply (`runtime/act.rs`).
+    "Invalid",
     "InvalidImageName",
     "Ki",
     "Lease",
