@@ -250,6 +250,11 @@ pub(super) async fn reconcile(
     fleet: Arc<CelldFleet>,
     ctx: Arc<Reconciler>,
 ) -> Result<KAction, ReconcileError> {
+    // Fleets outside the served namespaces or in another shard are watched (the identity
+    // check reads every fleet), never acted on.
+    if !ctx.served.serves(ctx.shard, &fleet) {
+        return Ok(KAction::await_change());
+    }
     for _ in 0..MAX_PASSES {
         if let Pass::Done(step) = pass(fleet.clone(), &ctx).await? {
             return Ok(step);
@@ -260,17 +265,6 @@ pub(super) async fn reconcile(
 
 async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, ReconcileError> {
     let key = ObjectRef::from_obj(&*fleet);
-    // Fleets outside the served namespaces are watched only for the identity check.
-    if !ctx
-        .served
-        .contains(fleet.metadata.namespace.as_deref().unwrap_or_default())
-    {
-        return Ok(Pass::Done(KAction::await_change()));
-    }
-    // Another shard's fleet: watched (the identity check reads every fleet), never acted on.
-    if !ctx.shard.owns(&fleet.spec.identity) {
-        return Ok(Pass::Done(KAction::await_change()));
-    }
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
         return Ok(Pass::Done(KAction::await_change()));

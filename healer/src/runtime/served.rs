@@ -38,16 +38,16 @@ impl Served {
         }
     }
 
-    /// How many of `fleets` this healer serves: in a served namespace and in `shard`
-    /// (`celld_healer_fleets_served`).
+    /// Whether this healer acts on `fleet`: in a served namespace and in `shard`. Other
+    /// fleets are watched only for the identity check, never acted on.
+    pub fn serves(&self, shard: Shard, fleet: &CelldFleet) -> bool {
+        self.contains(fleet.metadata.namespace.as_deref().unwrap_or_default())
+            && shard.owns(&fleet.spec.identity)
+    }
+
+    /// How many of `fleets` this healer serves (`celld_healer_fleets_served`).
     pub fn count(&self, shard: Shard, fleets: &[std::sync::Arc<CelldFleet>]) -> usize {
-        fleets
-            .iter()
-            .filter(|f| {
-                self.contains(f.metadata.namespace.as_deref().unwrap_or_default())
-                    && shard.owns(&f.spec.identity)
-            })
-            .count()
+        fleets.iter().filter(|f| self.serves(shard, f)).count()
     }
 
     /// The scopes of the namespaced watches: `None` for one cluster-wide watch, else one
