@@ -37,6 +37,24 @@ pub fn needs_confirmation(action: &Action) -> bool {
         )
 }
 
+/// Whether `next`, decided on the fresh read that confirmed `done` once `done` is
+/// applied to it ([`crate::snapshot::Snapshot::force_deleted`]), may be made without
+/// reading again: only a force delete of another Pod after a force delete (rule F1).
+///
+/// A node or zone lost strands several members of a fleet at once, all due together,
+/// and one fresh read per Pod put a round trip to a busy API server before each of
+/// them. Rule F1's write depends on the fleet's gates, which the read just checked,
+/// and on its target's own facts, its uid and deletionTimestamp: neither changes but
+/// by the Pod being replaced, which the uid precondition refuses. So the read that
+/// justified the first Pod justifies the next. Every other write depends on several
+/// objects at once (a disk's members, the replica count), and is read again.
+pub fn rides_fresh_read(done: &Action, next: &Action) -> bool {
+    matches!(
+        (done, next),
+        (Action::ForceDeletePod { uid: a, .. }, Action::ForceDeletePod { uid: b, .. }) if a != b
+    )
+}
+
 /// Compares the cached decision with the plan `decide` made on the fresh snapshot.
 pub fn confirm(cached: &Action, fresh: &Plan) -> Confirmation {
     match &fresh.action {
@@ -152,5 +170,60 @@ mod tests {
             confirm(cached.action.as_ref().unwrap(), &plan),
             Confirmation::Instead(Action::AbortHandoff { .. })
         ));
+    }
+
+    /// A lost node strands three members at once: the fresh read that confirmed the
+    /// first force delete, with each write applied, leads to the next due Pod and then
+    /// to nothing more that may ride it.
+    #[test]
+    fn the_due_pods_of_a_lost_node_ride_one_fresh_read_one_after_another() {
+        let cfg = Config::default();
+        let mut fresh = persistent(5);
+        for o in [3, 1, 2] {
+            fresh.pod(o).deletion = Some(at(-5));
+        }
+        // Held by someone else's finalizer: it stays, read as force-deleted already.
+        fresh.pod(2).other_finalizers = vec!["example.com/keep".into()];
+        let mut done = decide(&fresh, at(0), &cfg).action.expect("F1");
+        let mut deleted = Vec::new();
+        loop {
+            let Action::ForceDeletePod { name, uid } = &done else {
+                panic!("not a force delete: {done:?}");
+            };
+            deleted.push(name.clone());
+            fresh.force_deleted(uid);
+            let next = decide(&fresh, at(0), &cfg);
+            match next.action {
+                Some(a) if rides_fresh_read(&done, &a) => done = a,
+                other => {
+                    assert!(!matches!(other, Some(Action::ForceDeletePod { .. })));
+                    break;
+                }
+            }
+        }
+        assert_eq!(deleted, ["alpha-1", "alpha-2", "alpha-3"]);
+        // Gone, but for the one a finalizer holds, which is never aimed at again.
+        let left: Vec<_> = fresh.pods.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(left, ["alpha-0", "alpha-2", "alpha-4"]);
+        assert!(fresh.pods[1].force_deleted);
+    }
+
+    /// Only a force delete of another Pod rides the read: the same Pod again, or any
+    /// write that depends on more than its own target, reads again.
+    #[test]
+    fn only_a_force_delete_of_another_pod_rides_a_fresh_read() {
+        let force = |uid: &str| Action::ForceDeletePod {
+            name: format!("alpha-{uid}"),
+            uid: uid.into(),
+        };
+        let delete = Action::DeletePod {
+            name: "alpha-2".into(),
+            uid: "2".into(),
+            resource_version: "7".into(),
+        };
+        assert!(rides_fresh_read(&force("1"), &force("2")));
+        assert!(!rides_fresh_read(&force("1"), &force("1")));
+        assert!(!rides_fresh_read(&force("1"), &delete));
+        assert!(!rides_fresh_read(&delete, &force("2")));
     }
 }

@@ -36,6 +36,26 @@ pub struct Snapshot {
     pub application: Option<ApplicationView>,
 }
 
+impl Snapshot {
+    /// The snapshot as the API server has it once the Pod `uid` is force-deleted (grace
+    /// 0): gone, or, held by a finalizer (the healer's own or another's), still there
+    /// with a grace of zero, which rule F1 reads as force-deleted already. Used where a
+    /// decision follows a force delete before any read shows it: the runtime's caches
+    /// until the Pod watch catches up, and the next decision on the same fresh read
+    /// ([`crate::confirm::rides_fresh_read`]).
+    pub fn force_deleted(&mut self, uid: &str) {
+        let Some(i) = self.pods.iter().position(|p| p.uid == uid) else {
+            return;
+        };
+        let p = &mut self.pods[i];
+        if p.replacement_finalizer || !p.other_finalizers.is_empty() {
+            p.force_deleted = true;
+        } else {
+            self.pods.remove(i);
+        }
+    }
+}
+
 /// The members' view of the application, as the status reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApplicationView {

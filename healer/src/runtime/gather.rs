@@ -21,17 +21,7 @@ use crate::snapshot::{ApplicationView, CapacitySignal, Snapshot};
 use crate::time::Timestamp;
 
 /// Everything of one fleet from the caches, cloned (the caches keep changing).
-///
-/// A Pod this process force-deleted (`force_deleted`, by uid) is read as the API server
-/// now has it, until the Pod cache shows that: gone, or, held by another finalizer,
-/// with a grace period of zero. Otherwise the next decision, made before the watch
-/// event arrives, would aim at the same Pod again, and its fresh read (which no longer
-/// shows it) would not confirm the fleet's next due Pod.
-pub(super) fn gather(
-    stores: &Stores,
-    fleet: &CelldFleet,
-    force_deleted: &Mutex<HashMap<String, Timestamp>>,
-) -> Gathered {
+pub(super) fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     let ns = fleet.metadata.namespace.as_deref();
     let name = fleet.metadata.name.as_deref().unwrap_or_default();
     let identity = fleet.spec.identity.as_str();
@@ -62,15 +52,6 @@ pub(super) fn gather(
         });
         if in_ns(m) && ours && seen.insert(m.uid.clone()) {
             pods.push((**p).clone());
-        }
-    }
-    {
-        let deleted = force_deleted.lock().expect("force deleted");
-        if !deleted.is_empty() {
-            pods = pods
-                .into_iter()
-                .filter_map(|p| as_force_deleted(p, &deleted))
-                .collect();
         }
     }
     let claims = stores
@@ -106,20 +87,6 @@ pub(super) fn gather(
         replica_sets,
         reservation: None,
     }
-}
-
-/// `p` as the API server has it after a force delete of its uid in `deleted`: gone,
-/// unless a finalizer holds it, then with a grace period of zero.
-fn as_force_deleted(mut p: Pod, deleted: &HashMap<String, Timestamp>) -> Option<Pod> {
-    let m = &mut p.metadata;
-    if !m.uid.as_ref().is_some_and(|u| deleted.contains_key(u)) {
-        return Some(p);
-    }
-    if m.finalizers.as_ref().is_none_or(Vec::is_empty) {
-        return None;
-    }
-    m.deletion_grace_period_seconds = Some(0);
-    Some(p)
 }
 
 /// The snapshot of one fleet from gathered objects (caches or a fresh read).
@@ -185,6 +152,20 @@ pub(super) fn snapshot_of(
         reservation: Some(reservation.as_deref()),
     })?;
     snapshot.application = application_view(ctx, fleet);
+    // A Pod this process force-deleted is read as the API server now has it until the
+    // Pod watch shows that (`Snapshot::force_deleted`). Otherwise the next decision,
+    // made before the watch event arrives, would aim at the same Pod again, and its
+    // fresh read (which no longer shows it) would not confirm the fleet's next due Pod.
+    // A fresh read already shows it so; this changes nothing there.
+    for uid in ctx
+        .memory
+        .force_deleted
+        .lock()
+        .expect("force deleted")
+        .keys()
+    {
+        snapshot.force_deleted(uid);
+    }
     Ok(snapshot)
 }
 
@@ -268,35 +249,4 @@ pub(super) fn own_members(g: &Gathered, fleet: &CelldFleet) -> Vec<Pod> {
         })
         .cloned()
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn pod(uid: &str, finalizers: &[&str]) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "alpha-1", "namespace": "apps", "uid": uid,
-                         "deletionTimestamp": "2026-12-02T08:00:00Z",
-                         "deletionGracePeriodSeconds": 30, "finalizers": finalizers}
-        }))
-        .expect("a test Pod")
-    }
-
-    #[test]
-    fn a_pod_this_process_force_deleted_reads_as_the_api_server_has_it() {
-        let deleted = HashMap::from([("gone".to_string(), Timestamp(0))]);
-        // Gone: nothing held it.
-        assert_eq!(as_force_deleted(pod("gone", &[]), &deleted), None);
-        // Held by another finalizer: still there, with a grace period of zero, which
-        // rule F1 reads as force-deleted already.
-        let held = as_force_deleted(pod("gone", &["example.com/keep"]), &deleted)
-            .expect("a held Pod stays");
-        assert_eq!(held.metadata.deletion_grace_period_seconds, Some(0));
-        // Any other Pod is read as cached.
-        let other = pod("other", &[]);
-        assert_eq!(as_force_deleted(other.clone(), &deleted), Some(other));
-    }
 }

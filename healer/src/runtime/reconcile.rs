@@ -39,7 +39,7 @@ use super::zones::Zones;
 use crate::config::Config;
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
-use crate::snapshot::CapacitySignal;
+use crate::snapshot::{CapacitySignal, Snapshot};
 use crate::time::Timestamp;
 
 /// What every reconcile shares: the client, the caches and their health, the delays, the
@@ -117,6 +117,14 @@ pub(super) fn error_policy(
     KAction::requeue(delay)
 }
 
+/// What a fresh read showed: the CelldFleet, the snapshot built from it and the plan
+/// `decide` made on that.
+struct FreshRead {
+    fleet: Arc<CelldFleet>,
+    snapshot: Snapshot,
+    plan: Plan,
+}
+
 /// Reads the fleet fresh from the API server, decides again and compares (see
 /// `crate::confirm`). Also returns the fresh Pod a confirmed handoff step needs.
 async fn confirm_fresh(
@@ -125,14 +133,7 @@ async fn confirm_fresh(
     action: &Action,
     now: Timestamp,
     capacity: &CapacitySignal,
-) -> Result<
-    (
-        Confirmation,
-        Option<Arc<Pod>>,
-        Option<(Plan, Arc<CelldFleet>)>,
-    ),
-    kube::Error,
-> {
+) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
     ctx.metrics.fresh_reads.inc();
     let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
@@ -164,7 +165,12 @@ async fn confirm_fresh(
             .cloned()
             .map(Arc::new)
     });
-    Ok((c, pod, Some((plan, Arc::new(fresh_fleet)))))
+    let read = FreshRead {
+        fleet: Arc::new(fresh_fleet),
+        snapshot,
+        plan,
+    };
+    Ok((c, pod, Some(read)))
 }
 
 /// Logs and records an Event when the objects `decide` ignored changed.
@@ -237,15 +243,29 @@ const MAX_PASSES: usize = celld_api::defaults::MAX_MEMBERS as usize + 1;
 enum Pass {
     /// The controller's next step for the fleet.
     Done(KAction),
-    /// A Pod was force-deleted (rule F1): decide again at once.
-    Again,
+    /// A Pod was force-deleted (rule F1): decide again at once, on the fresh read the
+    /// write was confirmed on if there was one.
+    Again(Option<Box<Ride>>),
+}
+
+/// A fresh read a force delete was confirmed on, with this reconcile's force deletes
+/// applied: the fleet's next due Pod is decided on it without reading again
+/// (`crate::confirm::rides_fresh_read`).
+struct Ride {
+    /// The fresh CelldFleet.
+    fleet: Arc<CelldFleet>,
+    /// The fresh snapshot, this reconcile's force deletes applied.
+    snapshot: Snapshot,
+    /// The last write made on it.
+    done: Action,
 }
 
 /// Reconciles one fleet. Rule F1 force-deletes one Pod per decision, and a lost node or
 /// zone strands several members of a fleet at once, all due together: after a
 /// force-delete the fleet is decided again at once, here, rather than after its next
-/// watch event and the queue's debounce behind every other fleet. Each further write is
-/// confirmed on its own fresh read like the first.
+/// watch event and the queue's debounce behind every other fleet. The next force delete
+/// rides the fresh read the first was confirmed on; any other write is confirmed on a
+/// read of its own.
 pub(super) async fn reconcile(
     fleet: Arc<CelldFleet>,
     ctx: Arc<Reconciler>,
@@ -255,15 +275,62 @@ pub(super) async fn reconcile(
     if !ctx.served.serves(ctx.shard, &fleet) {
         return Ok(KAction::await_change());
     }
+    let mut ride = None;
     for _ in 0..MAX_PASSES {
-        if let Pass::Done(step) = pass(fleet.clone(), &ctx).await? {
-            return Ok(step);
+        match pass(fleet.clone(), &ctx, ride.take()).await? {
+            Pass::Done(step) => return Ok(step),
+            Pass::Again(r) => ride = r,
         }
     }
     Ok(KAction::requeue(Duration::from_millis(1)))
 }
 
-async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, ReconcileError> {
+/// Decides the fleet's next write on the fresh read a force delete was just confirmed
+/// on, and makes it if it rides that read. `None`: it does not; the pass goes on from
+/// the caches.
+async fn ride_on(
+    ctx: &Arc<Reconciler>,
+    key: &ObjectRef<CelldFleet>,
+    ride: Box<Ride>,
+) -> Result<Option<Pass>, ReconcileError> {
+    let Ride {
+        fleet,
+        mut snapshot,
+        done,
+    } = *ride;
+    let now = now();
+    let plan = crate::decide(&snapshot, now, &ctx.config);
+    let Some(action) = plan
+        .action
+        .clone()
+        .filter(|a| confirm::rides_fresh_read(&done, a))
+    else {
+        return Ok(None);
+    };
+    ctx.metrics.fresh_reads_ridden.inc();
+    let due = ctx.memory.wakes.lock().expect("wakes").get(key).copied();
+    Ok(Some(
+        match execute(ctx, key, &fleet, &plan, &action, None, due, now).await? {
+            Executed::ForceDeleted(uid) => {
+                snapshot.force_deleted(&uid);
+                Pass::Again(Some(Box::new(Ride {
+                    fleet,
+                    snapshot,
+                    done: action,
+                })))
+            }
+            Executed::Stop(step) => Pass::Done(step),
+            // A force delete rides, nothing else.
+            Executed::Made => Pass::Again(None),
+        },
+    ))
+}
+
+async fn pass(
+    fleet: Arc<CelldFleet>,
+    ctx: &Arc<Reconciler>,
+    ride: Option<Box<Ride>>,
+) -> Result<Pass, ReconcileError> {
     let key = ObjectRef::from_obj(&*fleet);
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
@@ -277,11 +344,16 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         debug!(fleet = %key, why = %why, "caches incomplete: not acting");
         return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
     }
+    if let Some(r) = ride
+        && let Some(p) = ride_on(ctx, &key, r).await?
+    {
+        return Ok(p);
+    }
     // Counted for `celld_healer_fleets_reconciled` (how far a new leader has got).
     ctx.metrics.fleet_reconciled(&key);
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
-    let g = gather(&ctx.stores, &fleet, &ctx.memory.force_deleted);
+    let g = gather(&ctx.stores, &fleet);
     let now = now();
     // The capacity policy's signal (no policy: nothing collected, nothing read). The
     // fresh read below decides with the same signal, so a confirmation compares like
@@ -326,6 +398,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     // from the API server (see `crate::confirm`); the write then carries the fresh
     // preconditions, and the fresh Pod for a handoff.
     let mut fresh_pod = None;
+    let mut fresh_snapshot = None;
     let mut fleet = fleet;
     if let Some(action) = plan.action.clone()
         && confirm::needs_confirmation(&action)
@@ -337,9 +410,10 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                 }
                 // The fresh plan whole (its rule, event, status and wake-up describe the
                 // write actually made), against the fresh CelldFleet.
-                if let Some((p, f)) = fresh {
-                    plan = p;
-                    fleet = f;
+                if let Some(read) = fresh {
+                    plan = read.plan;
+                    fleet = read.fleet;
+                    fresh_snapshot = Some(read.snapshot);
                 }
                 plan.action = Some(a);
                 fresh_pod = pod;
@@ -353,8 +427,8 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                 // to catch up, backing off while they keep disagreeing (a lasting cause,
                 // such as an unlabelled workload named like the fleet, must not become a
                 // read every few seconds); a watch event still triggers a reconcile.
-                if let Some((p, f)) = fresh {
-                    write_status(ctx, &f, &p).await?;
+                if let Some(read) = fresh {
+                    write_status(ctx, &read.fleet, &read.plan).await?;
                 }
                 let n = {
                     let mut holds = ctx.memory.holds.lock().expect("holds");
@@ -376,109 +450,27 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     // Not held (a held reconcile returned above).
     ctx.memory.holds.lock().expect("holds").remove(&key);
 
-    if let Some(action) = &plan.action {
-        let kind = act::kind(action);
-        let pod = fresh_pod.or_else(|| pod_named(&ctx.stores, &fleet, action));
-        let actor = Actor {
-            client: &ctx.client,
-            fleet: &fleet,
-            pod,
-            gate: &ctx.gate,
-            halt_after: ctx.halt_after,
-        };
-        match actor.execute(action).await {
-            Ok(()) => {
-                ctx.metrics.action(kind, "ok");
-                ctx.metrics.reconcile("acted");
-                let after = crate::time::Timestamp(self::now().0);
-                if let Some(due) = due.filter(|d| *d <= after) {
-                    ctx.metrics
-                        .deadline_lag_seconds
-                        .observe((after - due).millis() as f64 / 1000.0);
-                }
-                info!(
-                    fleet = %key, rule = plan.rule, action = kind, detail = ?action,
-                    deadline = due.map(|d| d.rfc3339()),
-                    "acted"
-                );
-                // The Event does not hold up the fleet's next write (it never fails a
-                // reconcile either).
-                let (events, f, p, a) = (
-                    ctx.events.clone(),
-                    fleet.clone(),
-                    plan.clone(),
-                    action.clone(),
-                );
-                tokio::spawn(async move { events.record_action(&f, &p, &a).await });
-                ctx.memory.failures.lock().expect("failures").remove(&key);
-                if let Action::ForceDeletePod { uid, .. } = action {
-                    ctx.memory
-                        .force_retry
-                        .lock()
-                        .expect("force retry")
-                        .remove(uid);
-                    // Until the Pod cache shows the delete, the caches are read as the
-                    // API server now has the Pod (`gather`); the next pass decides on that.
-                    ctx.memory
-                        .force_deleted
-                        .lock()
-                        .expect("force deleted")
-                        .insert(uid.clone(), now);
-                    return Ok(Pass::Again);
-                }
+    if let Some(action) = plan.action.clone() {
+        let pod = fresh_pod.or_else(|| pod_named(&ctx.stores, &fleet, &action));
+        match execute(ctx, &key, &fleet, &plan, &action, pod, due, now).await? {
+            Executed::Made => {}
+            Executed::ForceDeleted(uid) => {
+                // The next due Pod is decided on the read this one was confirmed on.
+                return Ok(Pass::Again(fresh_snapshot.map(|mut snapshot| {
+                    snapshot.force_deleted(&uid);
+                    Box::new(Ride {
+                        fleet: fleet.clone(),
+                        snapshot,
+                        done: action,
+                    })
+                })));
             }
-            Err(ActError::NotLeader) => {
-                ctx.metrics.action(kind, "not_leader");
-                ctx.metrics.reconcile("standby");
-                return Ok(Pass::Done(KAction::await_change()));
-            }
-            Err(e @ ActError::Conflict(_)) => {
-                ctx.metrics.action(kind, e.outcome());
-                ctx.metrics.reconcile("conflict");
-                info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
-                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(2))));
-            }
-            Err(e) if matches!(action, Action::ForceDeletePod { .. }) => {
-                // Rule F1 must not starve the fleet's later rules: the Pod waits out a
-                // back-off (5 s doubling to 5 min) and the fleet is looked at again now.
-                ctx.metrics.action(kind, e.outcome());
-                ctx.metrics.reconcile("error");
-                ctx.metrics.error("api");
-                if let Action::ForceDeletePod { uid, name } = action {
-                    let mut m = ctx.memory.force_retry.lock().expect("force retry");
-                    let n = m.get(uid).map_or(0, |(n, _)| *n).saturating_add(1);
-                    let wait = (5_000i64 << n.min(6)).min(300_000);
-                    m.insert(uid.clone(), (n, now + crate::time::Span(wait)));
-                    warn!(fleet = %key, pod = %name, error = %e, retry_in_ms = wait, "force delete failed; retried on a back-off");
-                }
-                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
-            }
-            Err(e) => {
-                ctx.metrics.action(kind, e.outcome());
-                ctx.metrics.reconcile("error");
-                ctx.metrics.error("api");
-                if let ActError::ManagerConflict(m) = &e {
-                    ctx.events
-                        .publish(
-                            &fleet,
-                            true,
-                            "ReplicasOwnedElsewhere",
-                            kind,
-                            format!("The healer did not change spec.replicas: another field manager owns it ({m}). Stop that writer (e.g. remove replicas from Git) so the healer can own the field."),
-                        )
-                        .await;
-                }
-                return Err(ReconcileError::Act {
-                    action: kind,
-                    source: e,
-                });
-            }
+            Executed::Stop(step) => return Ok(Pass::Done(step)),
         }
     } else {
         ctx.metrics.reconcile("idle");
         ctx.memory.failures.lock().expect("failures").remove(&key);
     }
-
     let app_next = observe_application(ctx, &key, &fleet, &g, &plan);
     // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
     // the status follows from the reconcile its watch event triggers.
@@ -510,6 +502,128 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         Some(d) => KAction::requeue(early(d)),
         None => step,
     }))
+}
+
+/// What making a write concluded, when it did not fail the reconcile.
+enum Executed {
+    /// Made; the pass goes on to the status.
+    Made,
+    /// A Pod was force-deleted (its uid): decide again at once.
+    ForceDeleted(String),
+    /// The controller's next step: not made (not leader, a precondition failed, or a
+    /// force delete that waits out its back-off).
+    Stop(KAction),
+}
+
+/// Makes the write `action` of `plan`, with its metrics, log and Event.
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    ctx: &Arc<Reconciler>,
+    key: &ObjectRef<CelldFleet>,
+    fleet: &Arc<CelldFleet>,
+    plan: &Plan,
+    action: &Action,
+    pod: Option<Arc<Pod>>,
+    due: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<Executed, ReconcileError> {
+    let kind = act::kind(action);
+    let actor = Actor {
+        client: &ctx.client,
+        fleet,
+        pod,
+        gate: &ctx.gate,
+        halt_after: ctx.halt_after,
+    };
+    match actor.execute(action).await {
+        Ok(()) => {
+            ctx.metrics.action(kind, "ok");
+            ctx.metrics.reconcile("acted");
+            let after = crate::time::Timestamp(self::now().0);
+            if let Some(due) = due.filter(|d| *d <= after) {
+                ctx.metrics
+                    .deadline_lag_seconds
+                    .observe((after - due).millis() as f64 / 1000.0);
+            }
+            info!(
+                fleet = %key, rule = plan.rule, action = kind, detail = ?action,
+                deadline = due.map(|d| d.rfc3339()),
+                "acted"
+            );
+            // The Event does not hold up the fleet's next write (it never fails a
+            // reconcile either).
+            let (events, f, p, a) = (
+                ctx.events.clone(),
+                fleet.clone(),
+                plan.clone(),
+                action.clone(),
+            );
+            tokio::spawn(async move { events.record_action(&f, &p, &a).await });
+            ctx.memory.failures.lock().expect("failures").remove(key);
+            if let Action::ForceDeletePod { uid, .. } = action {
+                ctx.memory
+                    .force_retry
+                    .lock()
+                    .expect("force retry")
+                    .remove(uid);
+                // Until the Pod cache shows the delete, the caches are read as the
+                // API server now has the Pod (`snapshot_of`).
+                ctx.memory
+                    .force_deleted
+                    .lock()
+                    .expect("force deleted")
+                    .insert(uid.clone(), now);
+                return Ok(Executed::ForceDeleted(uid.clone()));
+            }
+        }
+        Err(ActError::NotLeader) => {
+            ctx.metrics.action(kind, "not_leader");
+            ctx.metrics.reconcile("standby");
+            return Ok(Executed::Stop(KAction::await_change()));
+        }
+        Err(e @ ActError::Conflict(_)) => {
+            ctx.metrics.action(kind, e.outcome());
+            ctx.metrics.reconcile("conflict");
+            info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
+            return Ok(Executed::Stop(KAction::requeue(Duration::from_secs(2))));
+        }
+        Err(e) if matches!(action, Action::ForceDeletePod { .. }) => {
+            // Rule F1 must not starve the fleet's later rules: the Pod waits out a
+            // back-off (5 s doubling to 5 min) and the fleet is looked at again now.
+            ctx.metrics.action(kind, e.outcome());
+            ctx.metrics.reconcile("error");
+            ctx.metrics.error("api");
+            if let Action::ForceDeletePod { uid, name } = action {
+                let mut m = ctx.memory.force_retry.lock().expect("force retry");
+                let n = m.get(uid).map_or(0, |(n, _)| *n).saturating_add(1);
+                let wait = (5_000i64 << n.min(6)).min(300_000);
+                m.insert(uid.clone(), (n, now + crate::time::Span(wait)));
+                warn!(fleet = %key, pod = %name, error = %e, retry_in_ms = wait, "force delete failed; retried on a back-off");
+            }
+            return Ok(Executed::Stop(KAction::requeue(Duration::from_secs(1))));
+        }
+        Err(e) => {
+            ctx.metrics.action(kind, e.outcome());
+            ctx.metrics.reconcile("error");
+            ctx.metrics.error("api");
+            if let ActError::ManagerConflict(m) = &e {
+                ctx.events
+                    .publish(
+                        fleet,
+                        true,
+                        "ReplicasOwnedElsewhere",
+                        kind,
+                        format!("The healer did not change spec.replicas: another field manager owns it ({m}). Stop that writer (e.g. remove replicas from Git) so the healer can own the field."),
+                    )
+                    .await;
+            }
+            return Err(ReconcileError::Act {
+                action: kind,
+                source: e,
+            });
+        }
+    }
+    Ok(Executed::Made)
 }
 
 /// Starts the next observation of the members' application view in the background when

@@ -10,6 +10,9 @@ pub(super) enum Fault {
     NodeLost {
         back: bool,
     },
+    /// Every node of one zone at once, back later: its members are stranded together,
+    /// all due for force-deletion at the same moment (the burst a lost zone makes).
+    ZoneLost,
     VolumeLost,
     VolumeStuck,
     CrashLoop,
@@ -35,6 +38,7 @@ impl Sim {
         let kinds = [
             Fault::NodeLost { back: true },
             Fault::NodeLost { back: false },
+            Fault::ZoneLost,
             Fault::VolumeLost,
             Fault::VolumeStuck,
             Fault::CrashLoop,
@@ -72,6 +76,21 @@ impl Sim {
                     self.node_back.push((t, node));
                     end = t;
                 }
+            }
+            Fault::ZoneLost => {
+                let Some(node) = self.pod_idx(ord).and_then(|i| self.pods[i].node) else {
+                    return;
+                };
+                let zone = self.nodes[node].zone;
+                let t = self.now + self.rng.range(60, 1_500) * 1000;
+                for n in 0..self.nodes.len() {
+                    if self.nodes[n].zone == zone && self.nodes[n].up {
+                        self.nodes[n].up = false;
+                        self.nodes[n].down_at = self.now;
+                        self.node_back.push((t, n));
+                    }
+                }
+                end = t;
             }
             Fault::VolumeLost | Fault::VolumeStuck => {
                 let Some(ci) = self.claim_idx(ord).filter(|&c| !self.claims[c].foreign) else {

@@ -235,6 +235,37 @@ impl Sim {
         Ok(())
     }
 
+    /// What the runtime does after a write confirmed on a fresh read: `decide` again on
+    /// that read with the force deletes made applied, and make each next force delete
+    /// that rides it (`confirm::rides_fresh_read`), in the same reconcile. Returns false
+    /// when a write failed or the healer crashed.
+    fn ride(
+        &mut self,
+        mut read: s::Snapshot,
+        mut done: Action,
+        now: crate::time::Timestamp,
+    ) -> Result<bool, Violation> {
+        loop {
+            let Action::ForceDeletePod { uid, .. } = &done else {
+                return Ok(true);
+            };
+            read.force_deleted(uid);
+            let next = crate::decide(&read, now, &self.cfg);
+            let Some(a) = next.action.filter(|a| confirm::rides_fresh_read(&done, a)) else {
+                return Ok(true);
+            };
+            self.log(|| format!("healer: {} {a:?} on the same fresh read", next.rule));
+            self.out.ridden += 1;
+            if self.preconditions_hold(&a) {
+                self.check_allowed(&a)?;
+            }
+            if !self.act(&a)? {
+                return Ok(false);
+            }
+            done = a;
+        }
+    }
+
     pub(super) fn reconcile(&mut self) -> Result<(), Violation> {
         self.out.reconciles += 1;
         let mut truth = self.snapshot();
@@ -253,6 +284,8 @@ impl Sim {
             )
         });
         let mut action = plan.action.clone();
+        // The fresh read a write was confirmed on, if one was.
+        let mut fresh_read = None;
         // The fresh read before a destructive write: `decide` again on the true state.
         if let Some(a) = &action
             && confirm::needs_confirmation(a)
@@ -266,7 +299,10 @@ impl Sim {
             }
             let fresh = crate::decide(&truth, now, &self.cfg);
             match confirm::confirm(a, &fresh) {
-                Confirmation::Confirmed(x) | Confirmation::Instead(x) => action = Some(x),
+                Confirmation::Confirmed(x) | Confirmation::Instead(x) => {
+                    action = Some(x);
+                    fresh_read = Some(truth.clone());
+                }
                 Confirmation::Hold(why) => {
                     self.log(|| format!("healer: not confirmed on the fresh read: {why}"));
                     self.heal_at = Some(self.now + 1_000);
@@ -291,6 +327,9 @@ impl Sim {
                 self.check_allowed(a)?;
             }
             ok = self.act(a)?;
+            if ok && let Some(read) = fresh_read {
+                ok = self.ride(read, a.clone(), now)?;
+            }
         }
         // The healer may crash before its status write (or between any two writes).
         if ok && !self.rng.chance(3) {

@@ -22,6 +22,7 @@ fn part(k: u64) {
     let mut slowest = 0;
     let mut steps = 0;
     let mut late = 0;
+    let mut ridden = 0;
     for seed in k * per..((k + 1) * per).min(n) {
         match run_seed(seed) {
             Ok(o) => {
@@ -30,6 +31,7 @@ fn part(k: u64) {
                 slowest = slowest.max(o.slowest_convergence);
                 steps += o.steps;
                 late += o.late_writes;
+                ridden += o.ridden;
             }
             Err((v, trace)) => {
                 let tail = trace.len().saturating_sub(300);
@@ -42,7 +44,7 @@ fn part(k: u64) {
         }
     }
     eprintln!(
-        "sim part {k}: seeds {}..{} in {:?}: {steps} steps, {handoffs} handoffs, {deleted} claims deleted, {late} late writes of a deposed replica, slowest convergence {} s",
+        "sim part {k}: seeds {}..{} in {:?}: {steps} steps, {handoffs} handoffs, {deleted} claims deleted, {late} late writes of a deposed replica, {ridden} force deletes on the read of the one before, slowest convergence {} s",
         k * per,
         ((k + 1) * per).min(n),
         start.elapsed(),

@@ -160,6 +160,8 @@ pub struct Outcome {
     pub slowest_convergence: i64,
     /// Late writes of a deposed replica that reached the API server.
     pub late_writes: usize,
+    /// Force deletes made on the fresh read of the one before (`confirm::rides_fresh_read`).
+    pub ridden: usize,
 }
 
 pub(super) struct Sim {

@@ -616,6 +616,12 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         "[burst] {n} fleets: deadlines spread over {spread:.1} s; until the last write the healer reconciled {} and sent {requests:?}",
         reconciles.join(", ")
     );
+    // A fleet's further due Pods ride the fresh read of its first (`rides_fresh_read`).
+    eprintln!(
+        "[burst] {n} fleets: {} fresh reads; {} force deletes made on the fresh read of the one before",
+        delta("celld_healer_fresh_reads_total"),
+        delta("celld_healer_fresh_reads_ridden_total")
+    );
     // How long the API server made the healer wait meanwhile (its own histogram).
     for verb in ["list", "delete", "patch", "create"] {
         if let Some(w) = response_times(&m0, &m1, verb) {
