@@ -930,7 +930,8 @@ async fn fresh_cost(env: &mut Env) -> Result<()> {
     for (res, per_read) in [
         ("celldfleets", 1.0),
         ("statefulsets", 1.0),
-        ("deployments", 1.0),
+        // The fleet's StatefulSet exists, so no Deployment is read.
+        ("deployments", 0.0),
         ("pods", 2.0),
         // The claim names (a Table) and the claims carrying the identity.
         ("persistentvolumeclaims", 2.0),

@@ -3,7 +3,8 @@
 //!
 //! Only `list` is used (with a `metadata.name` field selector where one object is
 //! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation, all at
-//! once: one list each of the CelldFleet, StatefulSets and Deployments named after it,
+//! once: one list each of the CelldFleet, the workload of its kind named after it (and
+//! of the other kind when there is none: [`workloads`]),
 //! Pods carrying its identity, Pods held by its handoffs and its bucket reservation; its
 //! claims ([`claims`]: the namespace's claim names and the claims carrying the identity,
 //! then any other claim at a member name); plus its ReplicaSets (metadata only) for a
@@ -43,10 +44,11 @@ pub struct Gathered {
     pub reservation: Option<Option<Arc<CelldBucketReservation>>>,
 }
 
-/// Number of list requests one fresh read makes when no claim of another identity sits
-/// at a member name (each such claim adds one), for the request-cost figures.
+/// Number of list requests one fresh read makes when the fleet's workload exists (one
+/// more when it does not) and no claim of another identity sits at a member name (each
+/// such claim adds one), for the request-cost figures.
 pub fn requests(stateful_set: bool) -> usize {
-    if stateful_set { 8 } else { 9 }
+    if stateful_set { 7 } else { 8 }
 }
 
 fn by_name(name: &str) -> ListParams {
@@ -83,6 +85,34 @@ where
         .into_iter()
         .next()
         .map(Arc::new))
+}
+
+/// The workloads named after the fleet, whatever their labels: the fleet's own kind, and
+/// the other kind only when there is none of its own. The snapshot takes the other kind
+/// only then (a workload of the wrong kind named like the fleet, rule W2), so this is
+/// the same snapshot for one list fewer in the common case, at one more round trip when
+/// the fleet's own workload is missing.
+async fn workloads(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    stateful_set: bool,
+) -> Result<(Option<Arc<StatefulSet>>, Option<Arc<Deployment>>), kube::Error> {
+    if stateful_set {
+        let sts = named::<StatefulSet>(client, ns, name).await?;
+        let dep = match sts {
+            Some(_) => None,
+            None => named::<Deployment>(client, ns, name).await?,
+        };
+        Ok((sts, dep))
+    } else {
+        let dep = named::<Deployment>(client, ns, name).await?;
+        let sts = match dep {
+            Some(_) => None,
+            None => named::<StatefulSet>(client, ns, name).await?,
+        };
+        Ok((sts, dep))
+    }
 }
 
 /// What the fresh read of a fleet's other objects is keyed by: its identity, its bucket
@@ -181,10 +211,9 @@ pub async fn read(
     let cached = Keys::of(fleet);
     let fleets_api = Api::<CelldFleet>::namespaced(client.clone(), ns);
     let this_fleet = by_name(name);
-    let (fleets, sts, dep, keyed_cached) = futures::try_join!(
+    let (fleets, named_cached, keyed_cached) = futures::try_join!(
         fleets_api.list(&this_fleet),
-        named::<StatefulSet>(client, ns, name),
-        named::<Deployment>(client, ns, name),
+        workloads(client, ns, name, cached.stateful_set),
         keyed(client, ns, name, &cached),
     )?;
     let Some(fresh) = fleets
@@ -195,6 +224,11 @@ pub async fn read(
         return Ok(None);
     };
     let keys = Keys::of(&fresh);
+    let (sts, dep) = if keys.stateful_set == cached.stateful_set {
+        named_cached
+    } else {
+        workloads(client, ns, name, keys.stateful_set).await?
+    };
     let k = if keys == cached {
         keyed_cached
     } else {
