@@ -43,16 +43,30 @@ pub fn needs_confirmation(action: &Action) -> bool {
 ///
 /// A node or zone lost strands several members of a fleet at once, all due together,
 /// and one fresh read per Pod put a round trip to a busy API server before each of
-/// them. Rule F1's write depends on the fleet's gates, which the read just checked,
-/// and on its target's own facts, its uid and deletionTimestamp: neither changes but
-/// by the Pod being replaced, which the uid precondition refuses. So the read that
-/// justified the first Pod justifies the next. Every other write depends on several
-/// objects at once (a disk's members, the replica count), and is read again.
+/// them. Rule F1's write depends on the fleet's gates and its workload, which the read
+/// just checked, and on its target: a member (its identity and controller), due (its
+/// deletionTimestamp), not held by a handoff. Only the gates and the workload can
+/// change without the Pod being replaced, which the uid precondition refuses; so the
+/// read stands for the next Pod as long as the caches, which see such a change first,
+/// agree ([`ride`]). Every other write depends on several objects at once (a disk's
+/// members, the replica count), and is read again.
 pub fn rides_fresh_read(done: &Action, next: &Action) -> bool {
     matches!(
         (done, next),
         (Action::ForceDeletePod { uid: a, .. }, Action::ForceDeletePod { uid: b, .. }) if a != b
     )
+}
+
+/// The write to make without a fresh read of its own after `done`, if there is one:
+/// `on_read`, decided on the fresh read `done` was confirmed on (with this reconcile's
+/// force deletes applied), rides it ([`rides_fresh_read`]), and `on_caches`, decided
+/// on the caches (with the same deletes applied), reaches the same write. The caches
+/// are newer than the read for what changed since (a pause, deletion protection, the
+/// workload); any disagreement goes back to a fresh read.
+pub fn ride(done: &Action, on_read: &Plan, on_caches: &Plan) -> Option<Action> {
+    let next = on_read.action.as_ref()?;
+    let cached = on_caches.action.as_ref()?;
+    (rides_fresh_read(done, next) && same_target(next, cached)).then(|| next.clone())
 }
 
 /// Compares the cached decision with the plan `decide` made on the fresh snapshot.
@@ -173,8 +187,8 @@ mod tests {
     }
 
     /// A lost node strands three members at once: the fresh read that confirmed the
-    /// first force delete, with each write applied, leads to the next due Pod and then
-    /// to nothing more that may ride it.
+    /// first force delete, with each write applied, leads to the next due Pod (the
+    /// caches agreeing) and then to nothing more that may ride it.
     #[test]
     fn the_due_pods_of_a_lost_node_ride_one_fresh_read_one_after_another() {
         let cfg = Config::default();
@@ -184,6 +198,7 @@ mod tests {
         }
         // Held by someone else's finalizer: it stays, read as force-deleted already.
         fresh.pod(2).other_finalizers = vec!["example.com/keep".into()];
+        let mut caches = fresh.clone();
         let mut done = decide(&fresh, at(0), &cfg).action.expect("F1");
         let mut deleted = Vec::new();
         loop {
@@ -192,11 +207,15 @@ mod tests {
             };
             deleted.push(name.clone());
             fresh.force_deleted(uid);
-            let next = decide(&fresh, at(0), &cfg);
-            match next.action {
-                Some(a) if rides_fresh_read(&done, &a) => done = a,
-                other => {
-                    assert!(!matches!(other, Some(Action::ForceDeletePod { .. })));
+            caches.force_deleted(uid);
+            let on_read = decide(&fresh, at(0), &cfg);
+            match ride(&done, &on_read, &decide(&caches, at(0), &cfg)) {
+                Some(a) => done = a,
+                None => {
+                    assert!(!matches!(
+                        on_read.action,
+                        Some(Action::ForceDeletePod { .. })
+                    ));
                     break;
                 }
             }
@@ -206,6 +225,39 @@ mod tests {
         let left: Vec<_> = fresh.pods.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(left, ["alpha-0", "alpha-2", "alpha-4"]);
         assert!(fresh.pods[1].force_deleted);
+    }
+
+    /// The caches see a change first: a pause (rule P1) or deletion protection after the
+    /// read, and the next due Pod waits for a fresh read of its own.
+    #[test]
+    fn a_gate_the_caches_show_closed_stops_the_ride() {
+        let cfg = Config::default();
+        let mut fresh = persistent(3);
+        for o in [1, 2] {
+            fresh.pod(o).deletion = Some(at(-5));
+        }
+        let done = decide(&fresh, at(0), &cfg).action.expect("F1");
+        let Action::ForceDeletePod { uid, .. } = &done else {
+            panic!("not a force delete: {done:?}");
+        };
+        fresh.force_deleted(uid);
+        let on_read = decide(&fresh, at(0), &cfg);
+        assert!(matches!(
+            on_read.action,
+            Some(Action::ForceDeletePod { .. })
+        ));
+        let agreeing = fresh.clone();
+        assert!(ride(&done, &on_read, &decide(&agreeing, at(0), &cfg)).is_some());
+        let mut paused = fresh.clone();
+        paused.fleet.paused = true;
+        assert_eq!(ride(&done, &on_read, &decide(&paused, at(0), &cfg)), None);
+        // The caches have not seen the first delete yet: they aim at that Pod again.
+        let mut lagging = fresh.clone();
+        lagging.pods = persistent(3).pods;
+        for o in [1, 2] {
+            lagging.pod(o).deletion = Some(at(-5));
+        }
+        assert_eq!(ride(&done, &on_read, &decide(&lagging, at(0), &cfg)), None);
     }
 
     /// Only a force delete of another Pod rides the read: the same Pod again, or any
@@ -225,5 +277,27 @@ mod tests {
         assert!(!rides_fresh_read(&force("1"), &force("1")));
         assert!(!rides_fresh_read(&force("1"), &delete));
         assert!(!rides_fresh_read(&delete, &force("2")));
+    }
+
+    /// What a force delete leaves: the Pod gone, or, held by a finalizer (the healer's
+    /// own or another's), there with a grace of zero; an unknown uid changes nothing.
+    #[test]
+    fn a_force_delete_leaves_the_pod_gone_or_held() {
+        let mut s = persistent(3);
+        s.pod(1).replacement_finalizer = true;
+        s.pod(2).other_finalizers = vec!["example.com/keep".into()];
+        let before = s.clone();
+        s.force_deleted("no-such-uid");
+        assert_eq!(s, before);
+        for o in 0..3 {
+            let uid = before.pods[o].uid.clone();
+            s.force_deleted(&uid);
+        }
+        let left: Vec<_> = s
+            .pods
+            .iter()
+            .map(|p| (p.name.as_str(), p.force_deleted))
+            .collect();
+        assert_eq!(left, [("alpha-1", true), ("alpha-2", true)]);
     }
 }

@@ -194,7 +194,11 @@ pub(super) async fn evaluate_fleet(
             let ns = fleet.metadata.namespace.as_deref().unwrap_or_default();
             let started = Instant::now();
             let o = Collector::new(ctx.client.clone())
-                .collect(ns, &fleet.spec.identity, own_members(g, fleet))
+                .collect(
+                    ns,
+                    &fleet.spec.identity,
+                    own_members(g, fleet, &ctx.memory.force_deleted),
+                )
                 .await;
             ctx.metrics
                 .capacity_collect_seconds

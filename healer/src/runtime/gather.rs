@@ -157,13 +157,16 @@ pub(super) fn snapshot_of(
     // made before the watch event arrives, would aim at the same Pod again, and its
     // fresh read (which no longer shows it) would not confirm the fleet's next due Pod.
     // A fresh read already shows it so; this changes nothing there.
-    for uid in ctx
-        .memory
-        .force_deleted
-        .lock()
-        .expect("force deleted")
-        .keys()
-    {
+    let deleted: Vec<String> = {
+        let force_deleted = ctx.memory.force_deleted.lock().expect("force deleted");
+        snapshot
+            .pods
+            .iter()
+            .filter(|p| force_deleted.contains_key(&p.uid))
+            .map(|p| p.uid.clone())
+            .collect()
+    };
+    for uid in &deleted {
         snapshot.force_deleted(uid);
     }
     Ok(snapshot)
@@ -219,8 +222,15 @@ pub(super) fn pod_named(stores: &Stores, fleet: &CelldFleet, action: &Action) ->
 }
 
 /// The fleet's own member Pods: those its workload controls (directly, or through one of
-/// its ReplicaSets), never another fleet's that shares the identity.
-pub(super) fn own_members(g: &Gathered, fleet: &CelldFleet) -> Vec<Pod> {
+/// its ReplicaSets), never another fleet's that shares the identity, and none this
+/// process force-deleted (`force_deleted`, by uid): gone or going, never asked about
+/// the application or its load.
+pub(super) fn own_members(
+    g: &Gathered,
+    fleet: &CelldFleet,
+    force_deleted: &Mutex<HashMap<String, Timestamp>>,
+) -> Vec<Pod> {
+    let force_deleted = force_deleted.lock().expect("force deleted");
     let identity = fleet.spec.identity.as_str();
     let owners: std::collections::HashSet<&str> = g
         .workload_sts
@@ -239,6 +249,12 @@ pub(super) fn own_members(g: &Gathered, fleet: &CelldFleet) -> Vec<Pod> {
         .collect();
     g.pods
         .iter()
+        .filter(|p| {
+            p.metadata
+                .uid
+                .as_ref()
+                .is_none_or(|u| !force_deleted.contains_key(u))
+        })
         .filter(|p| label(*p, IDENTITY) == Some(identity))
         .filter(|p| {
             p.metadata

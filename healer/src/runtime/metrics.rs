@@ -139,7 +139,7 @@ pub struct Metrics {
     /// Fresh reads made to confirm a destructive write.
     pub fresh_reads: Counter,
     /// Force deletes made on the fresh read of the fleet's previous one.
-    pub fresh_reads_ridden: Counter,
+    pub force_deletes_ridden: Counter,
     /// Status patches sent (each with the fleet's resourceVersion as precondition).
     pub status_writes: Counter,
     /// Duration of one capacity observation of a fleet's members.
@@ -188,7 +188,7 @@ impl Metrics {
         let fleets_served = Gauge::default();
         let fleets_reconciled = Gauge::default();
         let fresh_reads = Counter::default();
-        let fresh_reads_ridden = Counter::default();
+        let force_deletes_ridden = Counter::default();
         let status_writes = Counter::default();
         let capacity_collect_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
         let capacity_history_writes = Counter::default();
@@ -243,9 +243,9 @@ impl Metrics {
             fresh_reads.clone(),
         );
         registry.register(
-            "celld_healer_fresh_reads_ridden",
-            "Force deletes made without a read of their own, on the fresh read that confirmed the fleet's previous force delete in the same reconcile (a lost node's members)",
-            fresh_reads_ridden.clone(),
+            "celld_healer_force_deletes_ridden",
+            "Force deletes made without a fresh read of their own, on the one that confirmed the fleet's previous force delete in the same reconcile (a lost node's members), the caches agreeing",
+            force_deletes_ridden.clone(),
         );
         registry.register(
             "celld_healer_reconciles",
@@ -320,7 +320,7 @@ impl Metrics {
             reconciled: Mutex::new(HashSet::new()),
             served_count: OnceLock::new(),
             fresh_reads,
-            fresh_reads_ridden,
+            force_deletes_ridden,
             status_writes,
             capacity_collect_seconds,
             capacity_history_writes,

@@ -123,6 +123,8 @@ struct FreshRead {
     fleet: Arc<CelldFleet>,
     snapshot: Snapshot,
     plan: Plan,
+    /// When the read began.
+    read_at: std::time::Instant,
 }
 
 /// Reads the fleet fresh from the API server, decides again and compares (see
@@ -135,6 +137,7 @@ async fn confirm_fresh(
     capacity: &CapacitySignal,
 ) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
     ctx.metrics.fresh_reads.inc();
+    let read_at = std::time::Instant::now();
     let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
             Confirmation::Hold("the CelldFleet is gone from the API server".into()),
@@ -169,6 +172,7 @@ async fn confirm_fresh(
         fleet: Arc::new(fresh_fleet),
         snapshot,
         plan,
+        read_at,
     };
     Ok((c, pod, Some(read)))
 }
@@ -256,9 +260,16 @@ struct Ride {
     fleet: Arc<CelldFleet>,
     /// The fresh snapshot, this reconcile's force deletes applied.
     snapshot: Snapshot,
+    /// When the fresh read was made.
+    read_at: std::time::Instant,
+    /// The capacity signal the reconcile decided with.
+    capacity: CapacitySignal,
     /// The last write made on it.
     done: Action,
 }
+
+/// A fresh read older than this is not ridden: the next write reads again.
+const RIDE_WITHIN: Duration = Duration::from_secs(2);
 
 /// Reconciles one fleet. Rule F1 force-deletes one Pod per decision, and a lost node or
 /// zone strands several members of a fleet at once, all due together: after a
@@ -286,8 +297,8 @@ pub(super) async fn reconcile(
 }
 
 /// Decides the fleet's next write on the fresh read a force delete was just confirmed
-/// on, and makes it if it rides that read. `None`: it does not; the pass goes on from
-/// the caches.
+/// on, and on the caches, and makes it if it rides that read (`confirm::ride`). `None`:
+/// it does not; the pass goes on from the caches.
 async fn ride_on(
     ctx: &Arc<Reconciler>,
     key: &ObjectRef<CelldFleet>,
@@ -296,29 +307,45 @@ async fn ride_on(
     let Ride {
         fleet,
         mut snapshot,
+        read_at,
+        capacity,
         done,
     } = *ride;
+    if read_at.elapsed() > RIDE_WITHIN {
+        return Ok(None);
+    }
     let now = now();
     let plan = crate::decide(&snapshot, now, &ctx.config);
-    let Some(action) = plan
-        .action
-        .clone()
-        .filter(|a| confirm::rides_fresh_read(&done, a))
+    // The caches, with the deletes applied (`snapshot_of`), see a change since the read
+    // first: they must reach the same write.
+    let Some(cached_fleet) = ctx.stores.fleets.get(key) else {
+        return Ok(None);
+    };
+    let g = gather(&ctx.stores, &cached_fleet);
+    let Ok(cached) = snapshot_of(ctx, &cached_fleet, &g, now, &capacity) else {
+        return Ok(None);
+    };
+    let Some(action) = confirm::ride(&done, &plan, &crate::decide(&cached, now, &ctx.config))
     else {
         return Ok(None);
     };
-    ctx.metrics.fresh_reads_ridden.inc();
     let due = ctx.memory.wakes.lock().expect("wakes").get(key).copied();
     Ok(Some(
         match execute(ctx, key, &fleet, &plan, &action, None, due, now).await? {
             Executed::ForceDeleted(uid) => {
+                ctx.metrics.force_deletes_ridden.inc();
                 snapshot.force_deleted(&uid);
                 Pass::Again(Some(Box::new(Ride {
                     fleet,
                     snapshot,
+                    read_at,
+                    capacity,
                     done: action,
                 })))
             }
+            // The read was older than the Pod: the pass goes on from the caches, with a
+            // fresh read of its own for whatever is due.
+            Executed::Conflict => Pass::Again(None),
             Executed::Stop(step) => Pass::Done(step),
             // A force delete rides, nothing else.
             Executed::Made => Pass::Again(None),
@@ -413,7 +440,7 @@ async fn pass(
                 if let Some(read) = fresh {
                     plan = read.plan;
                     fleet = read.fleet;
-                    fresh_snapshot = Some(read.snapshot);
+                    fresh_snapshot = Some((read.snapshot, read.read_at));
                 }
                 plan.action = Some(a);
                 fresh_pod = pod;
@@ -456,14 +483,21 @@ async fn pass(
             Executed::Made => {}
             Executed::ForceDeleted(uid) => {
                 // The next due Pod is decided on the read this one was confirmed on.
-                return Ok(Pass::Again(fresh_snapshot.map(|mut snapshot| {
-                    snapshot.force_deleted(&uid);
-                    Box::new(Ride {
-                        fleet: fleet.clone(),
-                        snapshot,
-                        done: action,
-                    })
-                })));
+                return Ok(Pass::Again(fresh_snapshot.map(
+                    |(mut snapshot, read_at)| {
+                        snapshot.force_deleted(&uid);
+                        Box::new(Ride {
+                            fleet: fleet.clone(),
+                            snapshot,
+                            read_at,
+                            capacity: capacity.signal.clone(),
+                            done: action,
+                        })
+                    },
+                )));
+            }
+            Executed::Conflict => {
+                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(2))));
             }
             Executed::Stop(step) => return Ok(Pass::Done(step)),
         }
@@ -510,8 +544,10 @@ enum Executed {
     Made,
     /// A Pod was force-deleted (its uid): decide again at once.
     ForceDeleted(String),
-    /// The controller's next step: not made (not leader, a precondition failed, or a
-    /// force delete that waits out its back-off).
+    /// Not made: a precondition failed (the object changed or went since it was read).
+    Conflict,
+    /// The controller's next step: not made (not leader, or a force delete that waits
+    /// out its back-off).
     Stop(KAction),
 }
 
@@ -585,7 +621,7 @@ async fn execute(
             ctx.metrics.action(kind, e.outcome());
             ctx.metrics.reconcile("conflict");
             info!(fleet = %key, rule = plan.rule, action = kind, error = %e, "precondition failed; looking again");
-            return Ok(Executed::Stop(KAction::requeue(Duration::from_secs(2))));
+            return Ok(Executed::Conflict);
         }
         Err(e) if matches!(action, Action::ForceDeletePod { .. }) => {
             // Rule F1 must not starve the fleet's later rules: the Pod waits out a
@@ -648,7 +684,7 @@ fn observe_application(
         _ => interval,
     };
     if plan.action.is_none() && ctx.memory.views.start(key, interval) {
-        let members = own_members(g, fleet);
+        let members = own_members(g, fleet, &ctx.memory.force_deleted);
         let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
         let (views, poke, key) = (ctx.memory.views.clone(), ctx.poke.clone(), key.clone());
         let before = view.map(|v| (v.status, v.versions));

@@ -236,32 +236,46 @@ impl Sim {
     }
 
     /// What the runtime does after a write confirmed on a fresh read: `decide` again on
-    /// that read with the force deletes made applied, and make each next force delete
-    /// that rides it (`confirm::rides_fresh_read`), in the same reconcile. Returns false
-    /// when a write failed or the healer crashed.
+    /// that read and on the (lagging) caches, both with the force deletes made applied,
+    /// and make each next force delete that rides the read (`confirm::ride`), in the
+    /// same reconcile. Returns false when a write failed or the healer crashed.
     fn ride(
         &mut self,
         mut read: s::Snapshot,
         mut done: Action,
         now: crate::time::Timestamp,
     ) -> Result<bool, Violation> {
+        let mut deleted = Vec::new();
         loop {
             let Action::ForceDeletePod { uid, .. } = &done else {
                 return Ok(true);
             };
+            deleted.push(uid.clone());
             read.force_deleted(uid);
-            let next = crate::decide(&read, now, &self.cfg);
-            let Some(a) = next.action.filter(|a| confirm::rides_fresh_read(&done, a)) else {
+            let on_read = crate::decide(&read, now, &self.cfg);
+            // The runtime's caches read its own force deletes as made (`snapshot_of`).
+            let truth = self.snapshot();
+            let mut caches = if self.laggy {
+                self.skewed(&truth)
+            } else {
+                truth
+            };
+            self.track_lost(&mut caches);
+            for uid in &deleted {
+                caches.force_deleted(uid);
+            }
+            let on_caches = crate::decide(&caches, now, &self.cfg);
+            let Some(a) = confirm::ride(&done, &on_read, &on_caches) else {
                 return Ok(true);
             };
-            self.log(|| format!("healer: {} {a:?} on the same fresh read", next.rule));
-            self.out.ridden += 1;
+            self.log(|| format!("healer: {} {a:?} on the same fresh read", on_read.rule));
             if self.preconditions_hold(&a) {
                 self.check_allowed(&a)?;
             }
             if !self.act(&a)? {
                 return Ok(false);
             }
+            self.out.ridden += 1;
             done = a;
         }
     }

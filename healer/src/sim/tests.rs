@@ -43,6 +43,12 @@ fn part(k: u64) {
             }
         }
     }
+    // Lost zones strand members together (a burst of force deletes), so a full run
+    // makes many rides; none would mean the simulation no longer tries them.
+    assert!(
+        per < 1_000 || ridden > 0,
+        "no force delete rode a fresh read in {per} seeds"
+    );
     eprintln!(
         "sim part {k}: seeds {}..{} in {:?}: {steps} steps, {handoffs} handoffs, {deleted} claims deleted, {late} late writes of a deposed replica, {ridden} force deletes on the read of the one before, slowest convergence {} s",
         k * per,

@@ -620,7 +620,7 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
     eprintln!(
         "[burst] {n} fleets: {} fresh reads; {} force deletes made on the fresh read of the one before",
         delta("celld_healer_fresh_reads_total"),
-        delta("celld_healer_fresh_reads_ridden_total")
+        delta("celld_healer_force_deletes_ridden_total")
     );
     // How long the API server made the healer wait meanwhile (its own histogram).
     for verb in ["list", "delete", "patch", "create"] {

@@ -3,9 +3,9 @@
 //!
 //! Only `list` is used (with a `metadata.name` field selector where one object is
 //! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation, all at
-//! once: one list each of the CelldFleet, the workload of its kind named after it (and
-//! of the other kind when there is none: [`workloads`]),
-//! Pods carrying its identity, Pods held by its handoffs and its bucket reservation; its
+//! once: one list each of the CelldFleet, the workload of its kind named after it (then
+//! of the other kind if there is none: [`workloads`]), Pods carrying its identity, Pods
+//! held by its handoffs and its bucket reservation; its
 //! claims ([`claims`]: the namespace's claim names and the claims carrying the identity,
 //! then any other claim at a member name); plus its ReplicaSets (metadata only) for a
 //! Deployment fleet. Unlike the caches, the workloads are read by name whatever their
@@ -199,7 +199,8 @@ async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed,
 /// is gone (or was replaced: another uid).
 ///
 /// The lists run at once (one round trip, not seven: the confirmation sits between a
-/// deadline and its write). The ones keyed by the fleet's spec use the cached spec; if
+/// deadline and its write; two when the fleet's workload is missing). The ones keyed by
+/// the fleet's spec use the cached spec; if
 /// the fresh CelldFleet's keys differ, those are read again with the fresh keys, so every
 /// object read matches the fleet `decide` is given.
 pub async fn read(
@@ -224,15 +225,13 @@ pub async fn read(
         return Ok(None);
     };
     let keys = Keys::of(&fresh);
-    let (sts, dep) = if keys.stateful_set == cached.stateful_set {
-        named_cached
+    let ((sts, dep), k) = if keys == cached {
+        (named_cached, keyed_cached)
     } else {
-        workloads(client, ns, name, keys.stateful_set).await?
-    };
-    let k = if keys == cached {
-        keyed_cached
-    } else {
-        keyed(client, ns, name, &keys).await?
+        futures::try_join!(
+            workloads(client, ns, name, keys.stateful_set),
+            keyed(client, ns, name, &keys),
+        )?
     };
     Ok(Some((
         fresh,
