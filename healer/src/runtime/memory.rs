@@ -47,7 +47,7 @@ pub struct Memory {
     /// Pod uid -> (failed force deletes in a row, when to try again).
     pub force_retry: Mutex<HashMap<String, (u32, Timestamp)>>,
     /// Pod uid -> when this process force-deleted it, until the Pod cache drops the Pod
-    /// (see `gather`).
+    /// (see `snapshot_of`).
     pub force_deleted: Mutex<HashMap<String, Timestamp>>,
     /// Members' application views, per fleet.
     pub views: Arc<ApplicationViews>,
