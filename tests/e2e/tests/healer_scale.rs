@@ -138,10 +138,16 @@ async fn steady_state_requests_and_memory() -> Result<()> {
     env.finish(r).await
 }
 
-/// The healer as this test runs it: the default lease duration (15 s).
+/// The healer as this test runs it: the default lease duration (15 s) and member
+/// replacement delay (10 min). The tests' short delay (20 s) let a slow start at 1,000
+/// fleets (members Pending for minutes) turn into disk replacements that measured
+/// nothing this test is about.
 fn scale_healer(env: &Env, identity: &str) -> HealerOptions {
     let mut o = env.healer_options();
     o.lease_duration = "15s".into();
+    o.replacement_delay = celld_gen::api::healer_flags::MEMBER_REPLACEMENT_DELAY
+        .default
+        .into();
     o.identity = identity.into();
     o
 }
