@@ -54,6 +54,10 @@ step "starting the control plane"
 tests/controlplane/start.sh >&2
 trap 'step "stopping the control plane"; tests/controlplane/stop.sh >&2' EXIT
 
+# CPU time the hypervisor gave to others meanwhile (steal), from /proc/stat: a virtual
+# machine's wall times depend on it as much as on the load average.
+cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9}' /proc/stat; }
+read -r TICKS0 STEAL0 < <(cpu_ticks)
 LOG="$(mktemp)"
 step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes, $GROWING growing (log: $LOG)"
 CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$HEALER" \
@@ -100,7 +104,9 @@ STARTS="$(table start-row \
 [[ $GROWING -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$HEALS") -ge 1 ]] \
   || { echo "no [heal-row] in $LOG" >&2; exit 1; }
 
-MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+read -r TICKS1 STEAL1 < <(cpu_ticks)
+STEAL_PCT=$(( (STEAL1 - STEAL0) * 100 / (TICKS1 - TICKS0 > 0 ? TICKS1 - TICKS0 : 1) ))
+MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end, ${STEAL_PCT}% of CPU time stolen by the hypervisor during the run"
 SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).\n\n%s\n\nThe healer restarted at the largest count (SIGTERM, then a new process): from the new process'"'"'s start.\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
   "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$GROWING" "$COUNTS" "$TABLE" "$STARTS" \
   "$BURST_NODES" "$BURSTS" "$GROWING" "$HEALS" "$END")"
