@@ -239,6 +239,17 @@ fn next_step(
     }
 }
 
+/// The next step of a reconcile the leader gate turned away: a standby waits (becoming
+/// leader reconciles every fleet); a leader whose renewal is late looks again shortly
+/// (`Gate::lapsed`: nothing else would bring the fleet back).
+fn turned_away(ctx: &Reconciler) -> KAction {
+    if ctx.gate.lapsed() {
+        KAction::requeue(Duration::from_secs(1))
+    } else {
+        KAction::await_change()
+    }
+}
+
 /// At most this many passes in one reconcile: each pass after the first follows a
 /// force-delete of a distinct Pod, so a fleet's Pods bound it.
 const MAX_PASSES: usize = celld_api::defaults::MAX_MEMBERS as usize + 1;
@@ -361,7 +372,7 @@ async fn pass(
     let key = ObjectRef::from_obj(&*fleet);
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
-        return Ok(Pass::Done(KAction::await_change()));
+        return Ok(Pass::Done(turned_away(ctx)));
     }
     if let Err(why) = ctx
         .watches
@@ -531,6 +542,11 @@ async fn pass(
         .flatten()
         .min()
         .filter(|d| wake_ms.is_none_or(|w| w > d.as_millis()));
+    // The status writer skips its patch while the gate is closed: a leader whose renewal
+    // is late looks again shortly, so the status is not left behind.
+    if ctx.gate.lapsed() {
+        return Ok(Pass::Done(turned_away(ctx)));
+    }
     // Asked for as early as the wake-up it replaces, so the two compare as they will run.
     Ok(Pass::Done(match sooner {
         Some(d) => KAction::requeue(early(d)),
@@ -615,7 +631,7 @@ async fn execute(
         Err(ActError::NotLeader) => {
             ctx.metrics.action(kind, "not_leader");
             ctx.metrics.reconcile("standby");
-            return Ok(Executed::Stop(KAction::await_change()));
+            return Ok(Executed::Stop(turned_away(ctx)));
         }
         Err(e @ ActError::Conflict(_)) => {
             ctx.metrics.action(kind, e.outcome());
