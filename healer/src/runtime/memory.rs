@@ -49,6 +49,9 @@ pub struct Memory {
     /// Pod uid -> when this process force-deleted it, until the Pod cache drops the Pod
     /// (see `snapshot_of`).
     pub force_deleted: Mutex<HashMap<String, Timestamp>>,
+    /// When each fleet's status was last patched (patches are spaced:
+    /// `status_writer::STATUS_EVERY`).
+    pub status_written: Mutex<HashMap<Fleet, std::time::Instant>>,
     /// Members' application views, per fleet.
     pub views: Arc<ApplicationViews>,
     /// The rendered Services each fleet's live ones are checked against, per fleet uid.
@@ -81,6 +84,7 @@ impl Memory {
         keep(&self.unreadable, &live);
         keep(&self.ignored, &live);
         keep(&self.holds, &live);
+        keep(&self.status_written, &live);
         self.views.retain(&live);
         self.capacity.retain(&live);
         self.services.retain(&uids);
@@ -102,7 +106,7 @@ impl Memory {
     }
 
     /// How many entries each map holds (for the test that memory stays flat).
-    pub fn sizes(&self) -> [usize; 12] {
+    pub fn sizes(&self) -> [usize; 13] {
         fn n<K, V>(m: &Mutex<HashMap<K, V>>) -> usize {
             m.lock().expect("memory").len()
         }
@@ -116,6 +120,7 @@ impl Memory {
             n(&self.lost),
             n(&self.force_retry),
             n(&self.force_deleted),
+            n(&self.status_written),
             self.views.len(),
             self.services.len(),
             self.capacity.len(),
@@ -154,6 +159,10 @@ mod tests {
             m.failures.lock().unwrap().insert(key.clone(), 1);
             m.unreadable.lock().unwrap().insert(key.clone(), "x".into());
             m.holds.lock().unwrap().insert(key.clone(), 1);
+            m.status_written
+                .lock()
+                .unwrap()
+                .insert(key.clone(), Instant::now());
             m.ignored
                 .lock()
                 .unwrap()
@@ -199,6 +208,6 @@ mod tests {
             }
         }
         m.forget_gone(&[], HashSet::new, HashSet::new);
-        assert_eq!(m.sizes(), [0; 12]);
+        assert_eq!(m.sizes(), [0; 13]);
     }
 }

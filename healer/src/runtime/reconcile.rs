@@ -465,6 +465,7 @@ async fn pass(
                 // to catch up, backing off while they keep disagreeing (a lasting cause,
                 // such as an unlabelled workload named like the fleet, must not become a
                 // read every few seconds); a watch event still triggers a reconcile.
+                // A status held back goes out at that next look.
                 if let Some(read) = fresh {
                     write_status(ctx, &read.fleet, &read.plan).await?;
                 }
@@ -523,9 +524,11 @@ async fn pass(
         plan.action,
         Some(Action::AddFleetFinalizer { .. } | Action::RemoveFleetFinalizer { .. })
     );
-    if !fleet_written {
-        write_status(ctx, &fleet, &plan).await?;
-    }
+    let status_next = if fleet_written {
+        None
+    } else {
+        write_status(ctx, &fleet, &plan).await?
+    };
     let mut step = next_step(ctx, &key, plan.wake_at, now);
     let mut wake_ms = plan.wake_at.map(|w| (w - now).millis().max(1) as u128);
     if plan.rule == "V2" && plan.wake_at.is_none() {
@@ -534,10 +537,10 @@ async fn pass(
         step = KAction::requeue(Duration::from_secs(30));
         wake_ms = Some(30_000);
     }
-    // The earliest of decide's wake-up, the next application observation and the next
+    // The earliest of decide's wake-up, the next application observation, the next
     // capacity observation (each fleet with a policy asks for its own, so there is no
-    // loop over all fleets).
-    let sooner = [app_next, capacity.next]
+    // loop over all fleets) and a status held back (`STATUS_EVERY`).
+    let sooner = [app_next, capacity.next, status_next]
         .into_iter()
         .flatten()
         .min()

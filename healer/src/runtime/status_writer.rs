@@ -1,8 +1,10 @@
 //! The status writer: patches the status `decide` built onto the CelldFleet when it
-//! changed (a merge patch with the resourceVersion it was computed from), records an
-//! Event when the Blocked condition changed, and keeps the blocked-fleets gauge.
+//! changed (a merge patch with the resourceVersion it was computed from), at most once
+//! per [`STATUS_EVERY`] per fleet, records an Event when the Blocked condition changed,
+//! and keeps the blocked-fleets gauge.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use celld_api::{CelldFleet, CelldFleetStatus};
 use kube::api::{Patch, PatchParams};
@@ -14,13 +16,31 @@ use tracing::debug;
 use super::reconcile::{ReconcileError, Reconciler};
 use crate::plan::Plan;
 
+/// A fleet's status is patched at most this often. When a lost node or zone strands
+/// members of many fleets at once, every member's passage (terminating, gone, pending,
+/// running, ready) changed its fleet's status, and those patches were the healer's
+/// largest share of requests to an API server that was the bottleneck for the force
+/// deletes (1,237 patches against 249 deletes at 200 fleets). Changes within the
+/// interval go out together in the next patch.
+pub(super) const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a changed status waits for its patch, if it must: the fleet's last patch
+/// went out `last`, less than [`STATUS_EVERY`] before `now`.
+fn held_back(last: Option<Instant>, now: Instant) -> Option<Duration> {
+    let since = now.saturating_duration_since(last?);
+    (since < STATUS_EVERY).then(|| STATUS_EVERY - since)
+}
+
 /// Patches the status (merge patch on the status subresource) when it changed, records
 /// an Event when the Blocked condition changed, and updates the blocked-fleets gauge.
+/// `Some(wait)`: the status changed but the fleet's last patch is too recent
+/// ([`STATUS_EVERY`]); the caller looks at the fleet again in `wait`, and the patch
+/// (and any Event) goes out then.
 pub(super) async fn write_status(
     ctx: &Reconciler,
     fleet: &CelldFleet,
     plan: &Plan,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<Duration>, ReconcileError> {
     let key = ObjectRef::from_obj(fleet);
     let old = fleet.status.clone().unwrap_or_default();
     let new = &plan.status;
@@ -33,6 +53,16 @@ pub(super) async fn write_status(
     let was = blocked_of(&old);
     let is = blocked_of(new);
     if &old != new {
+        let last = ctx
+            .memory
+            .status_written
+            .lock()
+            .expect("status written")
+            .get(&key)
+            .copied();
+        if let Some(wait) = held_back(last, Instant::now()) {
+            return Ok(Some(wait));
+        }
         let old_v = serde_json::to_value(&old).unwrap_or(Value::Null);
         let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
         if let Some(diff) = merge_diff(&old_v, &new_v) {
@@ -48,7 +78,7 @@ pub(super) async fn write_status(
                 fleet.metadata.namespace.as_deref().unwrap_or_default(),
             );
             if !ctx.gate.may_act() {
-                return Ok(());
+                return Ok(None);
             }
             let r = api
                 .patch_status(
@@ -60,12 +90,17 @@ pub(super) async fn write_status(
             match r {
                 Ok(_) => {
                     ctx.metrics.status_writes.inc();
+                    ctx.memory
+                        .status_written
+                        .lock()
+                        .expect("status written")
+                        .insert(key.clone(), Instant::now());
                 }
                 // The fleet moved on since it was read (a lagging cache, another writer):
                 // its watch event brings a reconcile with the newer version.
                 Err(kube::Error::Api(e)) if e.code == 409 => {
                     debug!(fleet = %key, "status not written: the CelldFleet changed since it was read");
-                    return Ok(());
+                    return Ok(None);
                 }
                 Err(e) => {
                     ctx.metrics.error("status");
@@ -108,7 +143,7 @@ pub(super) async fn write_status(
     );
     ctx.metrics
         .retain_fleets(&fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect());
-    Ok(())
+    Ok(None)
 }
 
 /// The uids of cached objects (what [`super::memory::Memory::forget_gone`] keeps).
@@ -153,6 +188,16 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_status_waits_out_the_interval_since_the_last_patch() {
+        let now = Instant::now();
+        assert_eq!(held_back(None, now), None);
+        let ms = Duration::from_millis;
+        assert_eq!(held_back(Some(now - ms(300)), now), Some(ms(700)));
+        assert_eq!(held_back(Some(now - STATUS_EVERY), now), None);
+        assert_eq!(held_back(Some(now - ms(5_000)), now), None);
+    }
 
     #[test]
     fn merge_diff_sets_changes_and_nulls_removals() {
