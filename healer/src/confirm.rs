@@ -11,7 +11,10 @@
 //!
 //! Pure, so the simulation runs exactly this comparison against its lagging views.
 
+use crate::config::Config;
 use crate::plan::{Action, Plan};
+use crate::snapshot::Snapshot;
+use crate::time::Timestamp;
 
 /// What to do with a cached decision after the fresh read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,18 +41,17 @@ pub fn needs_confirmation(action: &Action) -> bool {
 }
 
 /// Whether `next`, decided on the fresh read that confirmed `done` once `done` is
-/// applied to it ([`crate::snapshot::Snapshot::force_deleted`]), may be made without
-/// reading again: only a force delete of another Pod after a force delete (rule F1).
+/// applied to it ([`crate::snapshot::Snapshot::force_deleted`]), may go out with `done`,
+/// on the same read ([`batch`]): only a force delete of another Pod after a force delete
+/// (rule F1).
 ///
 /// A node or zone lost strands several members of a fleet at once, all due together,
 /// and one fresh read per Pod put a round trip to a busy API server before each of
 /// them. Rule F1's write depends on the fleet's gates and its workload, which the read
 /// just checked, and on its target: a member (its identity and controller), due (its
-/// deletionTimestamp), not held by a handoff. Only the gates and the workload can
-/// change without the Pod being replaced, which the uid precondition refuses; so the
-/// read stands for the next Pod as long as the caches, which see such a change first,
-/// agree ([`ride`]). Every other write depends on several objects at once (a disk's
-/// members, the replica count), and is read again.
+/// deletionTimestamp), not held by a handoff, which does not depend on the other
+/// members. Every other write depends on several objects at once (a disk's members, the
+/// replica count), and has a read of its own.
 pub fn rides_fresh_read(done: &Action, next: &Action) -> bool {
     matches!(
         (done, next),
@@ -57,16 +59,47 @@ pub fn rides_fresh_read(done: &Action, next: &Action) -> bool {
     )
 }
 
-/// The write to make without a fresh read of its own after `done`, if there is one:
-/// `on_read`, decided on the fresh read `done` was confirmed on (with this reconcile's
-/// force deletes applied), rides it ([`rides_fresh_read`]), and `on_caches`, decided
-/// on the caches (with the same deletes applied), reaches the same write. The caches
-/// are newer than the read for what changed since (a pause, deletion protection, the
-/// workload); any disagreement goes back to a fresh read.
+/// The write that goes out with `done` on the same fresh read, if there is one:
+/// `on_read`, decided on the fresh read `done` was confirmed on (with `done` and the
+/// deletes before it applied), rides it ([`rides_fresh_read`]), and `on_caches`,
+/// decided on the caches (with the same deletes applied), reaches the same write, as
+/// every write's cached and fresh decisions must ([`confirm`]).
 pub fn ride(done: &Action, on_read: &Plan, on_caches: &Plan) -> Option<Action> {
     let next = on_read.action.as_ref()?;
     let cached = on_caches.action.as_ref()?;
     (rides_fresh_read(done, next) && same_target(next, cached)).then(|| next.clone())
+}
+
+/// The force deletes sent together with `first` (confirmed on the fresh read `read`):
+/// the fleet is decided again on the read and on the caches, `first` applied to both,
+/// then again with the next applied, for as long as the next write rides the read
+/// ([`ride`]). Each plan holds its write. They go out at once with `first`, so each is
+/// made as soon after the read as `first` is; a write refused or failed does not make
+/// the others wrong, since none depends on another member (see [`rides_fresh_read`]).
+pub fn batch(
+    first: &Action,
+    mut read: Snapshot,
+    mut caches: Snapshot,
+    now: Timestamp,
+    config: &Config,
+) -> Vec<Plan> {
+    let mut out: Vec<Plan> = Vec::new();
+    // Each step force-deletes a Pod not deleted before, so the Pods bound the batch.
+    for _ in 0..read.pods.len() {
+        let done = out.last().and_then(|p| p.action.as_ref()).unwrap_or(first);
+        let Action::ForceDeletePod { uid, .. } = done else {
+            break;
+        };
+        read.force_deleted(uid);
+        caches.force_deleted(uid);
+        let mut on_read = crate::decide(&read, now, config);
+        let Some(next) = ride(done, &on_read, &crate::decide(&caches, now, config)) else {
+            break;
+        };
+        on_read.action = Some(next);
+        out.push(on_read);
+    }
+    out
 }
 
 /// Compares the cached decision with the plan `decide` made on the fresh snapshot.
@@ -188,9 +221,10 @@ mod tests {
 
     /// A lost node strands three members at once: the fresh read that confirmed the
     /// first force delete, with each write applied, leads to the next due Pod (the
-    /// caches agreeing) and then to nothing more that may ride it.
+    /// caches agreeing), and all go out together; the Pod a finalizer holds is aimed at
+    /// once and never again.
     #[test]
-    fn the_due_pods_of_a_lost_node_ride_one_fresh_read_one_after_another() {
+    fn the_due_pods_of_a_lost_node_go_out_together_on_one_fresh_read() {
         let cfg = Config::default();
         let mut fresh = persistent(5);
         for o in [3, 1, 2] {
@@ -198,37 +232,51 @@ mod tests {
         }
         // Held by someone else's finalizer: it stays, read as force-deleted already.
         fresh.pod(2).other_finalizers = vec!["example.com/keep".into()];
-        let mut caches = fresh.clone();
-        let mut done = decide(&fresh, at(0), &cfg).action.expect("F1");
-        let mut deleted = Vec::new();
-        loop {
-            let Action::ForceDeletePod { name, uid } = &done else {
-                panic!("not a force delete: {done:?}");
-            };
-            deleted.push(name.clone());
-            fresh.force_deleted(uid);
-            caches.force_deleted(uid);
-            let on_read = decide(&fresh, at(0), &cfg);
-            match ride(&done, &on_read, &decide(&caches, at(0), &cfg)) {
-                Some(a) => done = a,
-                None => {
-                    assert!(!matches!(
-                        on_read.action,
-                        Some(Action::ForceDeletePod { .. })
-                    ));
-                    break;
-                }
+        let caches = fresh.clone();
+        let first = decide(&fresh, at(0), &cfg).action.expect("F1");
+        let rest = batch(&first, fresh.clone(), caches, at(0), &cfg);
+        let names: Vec<_> = std::iter::once(&first)
+            .chain(rest.iter().filter_map(|p| p.action.as_ref()))
+            .map(|a| match a {
+                Action::ForceDeletePod { name, .. } => name.as_str(),
+                other => panic!("not a force delete: {other:?}"),
+            })
+            .collect();
+        assert_eq!(names, ["alpha-1", "alpha-2", "alpha-3"]);
+        assert!(rest.iter().all(|p| p.rule == "F1"));
+        // With all three applied, nothing more rides the read.
+        for a in std::iter::once(&first).chain(rest.iter().filter_map(|p| p.action.as_ref())) {
+            if let Action::ForceDeletePod { uid, .. } = a {
+                fresh.force_deleted(uid);
             }
         }
-        assert_eq!(deleted, ["alpha-1", "alpha-2", "alpha-3"]);
-        // Gone, but for the one a finalizer holds, which is never aimed at again.
         let left: Vec<_> = fresh.pods.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(left, ["alpha-0", "alpha-2", "alpha-4"]);
         assert!(fresh.pods[1].force_deleted);
+        assert!(!matches!(
+            decide(&fresh, at(0), &cfg).action,
+            Some(Action::ForceDeletePod { .. })
+        ));
+        // The caches have not seen the third member stranded: only the first two go.
+        let mut lagging = persistent(5);
+        for o in [1, 2] {
+            lagging.pod(o).deletion = Some(at(-5));
+        }
+        lagging.pod(2).other_finalizers = vec!["example.com/keep".into()];
+        let mut read = persistent(5);
+        for o in [3, 1, 2] {
+            read.pod(o).deletion = Some(at(-5));
+        }
+        read.pod(2).other_finalizers = vec!["example.com/keep".into()];
+        assert_eq!(batch(&first, read, lagging, at(0), &cfg).len(), 1);
+        // Anything but a force delete first: nothing goes with it.
+        let handoff = decide(&due_replacement(), at(0), &cfg).action.expect("R3");
+        assert!(batch(&handoff, due_replacement(), due_replacement(), at(0), &cfg).is_empty());
     }
 
-    /// The caches see a change first: a pause (rule P1) or deletion protection after the
-    /// read, and the next due Pod waits for a fresh read of its own.
+    /// The caches must agree for each write sent with the first: a pause (rule P1) they
+    /// show, or caches that have not seen the first delete, and the next due Pod waits
+    /// for a fresh read of its own.
     #[test]
     fn a_gate_the_caches_show_closed_stops_the_ride() {
         let cfg = Config::default();

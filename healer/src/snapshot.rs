@@ -41,8 +41,8 @@ impl Snapshot {
     /// 0): gone, or, held by a finalizer (the healer's own or another's), still there
     /// with a grace of zero, which rule F1 reads as force-deleted already. Used where a
     /// decision follows a force delete before any read shows it: the runtime's caches
-    /// until the Pod watch catches up, and the next decision on the same fresh read
-    /// ([`crate::confirm::rides_fresh_read`]).
+    /// until the Pod watch catches up, and the force deletes sent with it on the same
+    /// fresh read ([`crate::confirm::batch`]).
     pub fn force_deleted(&mut self, uid: &str) {
         let Some(i) = self.pods.iter().position(|p| p.uid == uid) else {
             return;

@@ -138,7 +138,7 @@ pub struct Metrics {
     served_count: OnceLock<ServedCount>,
     /// Fresh reads made to confirm a destructive write.
     pub fresh_reads: Counter,
-    /// Force deletes made on the fresh read of the fleet's previous one.
+    /// Force deletes sent with the fleet's first, on its fresh read.
     pub force_deletes_ridden: Counter,
     /// Status patches sent (each with the fleet's resourceVersion as precondition).
     pub status_writes: Counter,
@@ -244,7 +244,7 @@ impl Metrics {
         );
         registry.register(
             "celld_healer_force_deletes_ridden",
-            "Force deletes made without a fresh read of their own, on the one that confirmed the fleet's previous force delete in the same reconcile (a lost node's members), the caches agreeing",
+            "Force deletes sent at once with the fleet's first, on the fresh read that confirmed it (a lost node's members), the caches agreeing",
             force_deletes_ridden.clone(),
         );
         registry.register(

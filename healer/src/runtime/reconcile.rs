@@ -123,8 +123,6 @@ struct FreshRead {
     fleet: Arc<CelldFleet>,
     snapshot: Snapshot,
     plan: Plan,
-    /// When the read began.
-    read_at: std::time::Instant,
 }
 
 /// Reads the fleet fresh from the API server, decides again and compares (see
@@ -137,7 +135,6 @@ async fn confirm_fresh(
     capacity: &CapacitySignal,
 ) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
     ctx.metrics.fresh_reads.inc();
-    let read_at = std::time::Instant::now();
     let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
             Confirmation::Hold("the CelldFleet is gone from the API server".into()),
@@ -172,7 +169,6 @@ async fn confirm_fresh(
         fleet: Arc::new(fresh_fleet),
         snapshot,
         plan,
-        read_at,
     };
     Ok((c, pod, Some(read)))
 }
@@ -258,36 +254,16 @@ const MAX_PASSES: usize = celld_api::defaults::MAX_MEMBERS as usize + 1;
 enum Pass {
     /// The controller's next step for the fleet.
     Done(KAction),
-    /// A Pod was force-deleted (rule F1): decide again at once, on the fresh read the
-    /// write was confirmed on if there was one.
-    Again(Option<Box<Ride>>),
+    /// A Pod was force-deleted (rule F1): decide again at once.
+    Again,
 }
-
-/// A fresh read a force delete was confirmed on, with this reconcile's force deletes
-/// applied: the fleet's next due Pod is decided on it without reading again
-/// (`crate::confirm::rides_fresh_read`).
-struct Ride {
-    /// The fresh CelldFleet.
-    fleet: Arc<CelldFleet>,
-    /// The fresh snapshot, this reconcile's force deletes applied.
-    snapshot: Snapshot,
-    /// When the fresh read was made.
-    read_at: std::time::Instant,
-    /// The capacity signal the reconcile decided with.
-    capacity: CapacitySignal,
-    /// The last write made on it.
-    done: Action,
-}
-
-/// A fresh read older than this is not ridden: the next write reads again.
-const RIDE_WITHIN: Duration = Duration::from_secs(2);
 
 /// Reconciles one fleet. Rule F1 force-deletes one Pod per decision, and a lost node or
 /// zone strands several members of a fleet at once, all due together: after a
 /// force-delete the fleet is decided again at once, here, rather than after its next
-/// watch event and the queue's debounce behind every other fleet. The next force delete
-/// rides the fresh read the first was confirmed on; any other write is confirmed on a
-/// read of its own.
+/// watch event and the queue's debounce behind every other fleet. The fleet's other due
+/// force deletes go out together with the first, on its fresh read
+/// ([`confirm::batch`]); any other write is confirmed on a read of its own.
 pub(super) async fn reconcile(
     fleet: Arc<CelldFleet>,
     ctx: Arc<Reconciler>,
@@ -297,78 +273,16 @@ pub(super) async fn reconcile(
     if !ctx.served.serves(ctx.shard, &fleet) {
         return Ok(KAction::await_change());
     }
-    let mut ride = None;
     for _ in 0..MAX_PASSES {
-        match pass(fleet.clone(), &ctx, ride.take()).await? {
+        match pass(fleet.clone(), &ctx).await? {
             Pass::Done(step) => return Ok(step),
-            Pass::Again(r) => ride = r,
+            Pass::Again => {}
         }
     }
     Ok(KAction::requeue(Duration::from_millis(1)))
 }
 
-/// Decides the fleet's next write on the fresh read a force delete was just confirmed
-/// on, and on the caches, and makes it if it rides that read (`confirm::ride`). `None`:
-/// it does not; the pass goes on from the caches.
-async fn ride_on(
-    ctx: &Arc<Reconciler>,
-    key: &ObjectRef<CelldFleet>,
-    ride: Box<Ride>,
-) -> Result<Option<Pass>, ReconcileError> {
-    let Ride {
-        fleet,
-        mut snapshot,
-        read_at,
-        capacity,
-        done,
-    } = *ride;
-    if read_at.elapsed() > RIDE_WITHIN {
-        return Ok(None);
-    }
-    let now = now();
-    let plan = crate::decide(&snapshot, now, &ctx.config);
-    // The caches, with the deletes applied (`snapshot_of`), see a change since the read
-    // first: they must reach the same write.
-    let Some(cached_fleet) = ctx.stores.fleets.get(key) else {
-        return Ok(None);
-    };
-    let g = gather(&ctx.stores, &cached_fleet);
-    let Ok(cached) = snapshot_of(ctx, &cached_fleet, &g, now, &capacity) else {
-        return Ok(None);
-    };
-    let Some(action) = confirm::ride(&done, &plan, &crate::decide(&cached, now, &ctx.config))
-    else {
-        return Ok(None);
-    };
-    let due = ctx.memory.wakes.lock().expect("wakes").get(key).copied();
-    Ok(Some(
-        match execute(ctx, key, &fleet, &plan, &action, None, due, now).await? {
-            Executed::ForceDeleted(uid) => {
-                ctx.metrics.force_deletes_ridden.inc();
-                snapshot.force_deleted(&uid);
-                Pass::Again(Some(Box::new(Ride {
-                    fleet,
-                    snapshot,
-                    read_at,
-                    capacity,
-                    done: action,
-                })))
-            }
-            // The read was older than the Pod: the pass goes on from the caches, with a
-            // fresh read of its own for whatever is due.
-            Executed::Conflict => Pass::Again(None),
-            Executed::Stop(step) => Pass::Done(step),
-            // A force delete rides, nothing else.
-            Executed::Made => Pass::Again(None),
-        },
-    ))
-}
-
-async fn pass(
-    fleet: Arc<CelldFleet>,
-    ctx: &Arc<Reconciler>,
-    ride: Option<Box<Ride>>,
-) -> Result<Pass, ReconcileError> {
+async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, ReconcileError> {
     let key = ObjectRef::from_obj(&*fleet);
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
@@ -381,11 +295,6 @@ async fn pass(
         ctx.metrics.reconcile("unsynced");
         debug!(fleet = %key, why = %why, "caches incomplete: not acting");
         return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
-    }
-    if let Some(r) = ride
-        && let Some(p) = ride_on(ctx, &key, r).await?
-    {
-        return Ok(p);
     }
     // Counted for `celld_healer_fleets_reconciled` (how far a new leader has got).
     ctx.metrics.fleet_reconciled(&key);
@@ -451,7 +360,7 @@ async fn pass(
                 if let Some(read) = fresh {
                     plan = read.plan;
                     fleet = read.fleet;
-                    fresh_snapshot = Some((read.snapshot, read.read_at));
+                    fresh_snapshot = Some(read.snapshot);
                 }
                 plan.action = Some(a);
                 fresh_pod = pod;
@@ -490,24 +399,18 @@ async fn pass(
     ctx.memory.holds.lock().expect("holds").remove(&key);
 
     if let Some(action) = plan.action.clone() {
+        // The fleet's other due force deletes go out with this one, on its read.
+        let rest = match fresh_snapshot {
+            Some(read) => confirm::batch(&action, read, snapshot, now, &ctx.config),
+            None => Vec::new(),
+        };
+        if !rest.is_empty() {
+            return force_delete_together(ctx, &key, &fleet, &plan, &action, &rest, due, now).await;
+        }
         let pod = fresh_pod.or_else(|| pod_named(&ctx.stores, &fleet, &action));
         match execute(ctx, &key, &fleet, &plan, &action, pod, due, now).await? {
             Executed::Made => {}
-            Executed::ForceDeleted(uid) => {
-                // The next due Pod is decided on the read this one was confirmed on.
-                return Ok(Pass::Again(fresh_snapshot.map(
-                    |(mut snapshot, read_at)| {
-                        snapshot.force_deleted(&uid);
-                        Box::new(Ride {
-                            fleet: fleet.clone(),
-                            snapshot,
-                            read_at,
-                            capacity: capacity.signal.clone(),
-                            done: action,
-                        })
-                    },
-                )));
-            }
+            Executed::ForceDeleted => return Ok(Pass::Again),
             Executed::Conflict => {
                 return Ok(Pass::Done(KAction::requeue(Duration::from_secs(2))));
             }
@@ -557,12 +460,58 @@ async fn pass(
     }))
 }
 
+/// Sends a fleet's due force deletes at once: `first`, confirmed on a fresh read, and
+/// `rest`, decided on that read after it ([`confirm::batch`]). Each is made, refused
+/// or failed on its own (a failed one waits out its back-off, as alone); then the fleet
+/// is decided again from the caches, which read the deletes made as made
+/// (`snapshot_of`).
+#[allow(clippy::too_many_arguments)]
+async fn force_delete_together(
+    ctx: &Arc<Reconciler>,
+    key: &ObjectRef<CelldFleet>,
+    fleet: &Arc<CelldFleet>,
+    plan: &Plan,
+    first: &Action,
+    rest: &[Plan],
+    due: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<Pass, ReconcileError> {
+    let writes = std::iter::once((plan, first))
+        .chain(rest.iter().filter_map(|p| Some((p, p.action.as_ref()?))));
+    let made = futures::future::join_all(
+        writes.map(|(p, a)| execute(ctx, key, fleet, p, a, None, due, now)),
+    )
+    .await;
+    let (mut stop, mut deleted) = (None, 0);
+    for (i, r) in made.into_iter().enumerate() {
+        match r? {
+            Executed::ForceDeleted => {
+                deleted += 1;
+                if i > 0 {
+                    ctx.metrics.force_deletes_ridden.inc();
+                }
+            }
+            Executed::Made | Executed::Conflict => {}
+            Executed::Stop(step) => {
+                stop.get_or_insert(step);
+            }
+        }
+    }
+    Ok(match stop {
+        Some(step) => Pass::Done(step),
+        // Every write refused by its precondition: as for one write alone, look again
+        // once the caches had a moment.
+        None if deleted == 0 => Pass::Done(KAction::requeue(Duration::from_secs(2))),
+        None => Pass::Again,
+    })
+}
+
 /// What making a write concluded, when it did not fail the reconcile.
 enum Executed {
     /// Made; the pass goes on to the status.
     Made,
-    /// A Pod was force-deleted (its uid): decide again at once.
-    ForceDeleted(String),
+    /// A Pod was force-deleted: decide again at once.
+    ForceDeleted,
     /// Not made: a precondition failed (the object changed or went since it was read).
     Conflict,
     /// The controller's next step: not made (not leader, or a force delete that waits
@@ -628,7 +577,7 @@ async fn execute(
                     .lock()
                     .expect("force deleted")
                     .insert(uid.clone(), now);
-                return Ok(Executed::ForceDeleted(uid.clone()));
+                return Ok(Executed::ForceDeleted);
             }
         }
         Err(ActError::NotLeader) => {

@@ -235,49 +235,38 @@ impl Sim {
         Ok(())
     }
 
-    /// What the runtime does after a write confirmed on a fresh read: `decide` again on
-    /// that read and on the (lagging) caches, both with the force deletes made applied,
-    /// and make each next force delete that rides the read (`confirm::ride`), in the
-    /// same reconcile. Returns false when a write failed or the healer crashed.
-    fn ride(
+    /// What the runtime does with a force delete confirmed on a fresh read: the fleet's
+    /// other due force deletes that ride the same read, decided on it and on the
+    /// (lagging) caches of the same moment (`confirm::batch`), go out at once with it.
+    /// Each lands, or fails, on its own. Returns false when a write failed or the
+    /// healer crashed.
+    fn batch(
         &mut self,
-        mut read: s::Snapshot,
-        mut done: Action,
+        read: s::Snapshot,
+        first: &Action,
         now: crate::time::Timestamp,
     ) -> Result<bool, Violation> {
-        let mut deleted = Vec::new();
-        loop {
-            let Action::ForceDeletePod { uid, .. } = &done else {
-                return Ok(true);
-            };
-            deleted.push(uid.clone());
-            read.force_deleted(uid);
-            let on_read = crate::decide(&read, now, &self.cfg);
-            // The runtime's caches read its own force deletes as made (`snapshot_of`).
-            let truth = self.snapshot();
-            let mut caches = if self.laggy {
-                self.skewed(&truth)
-            } else {
-                truth
-            };
-            self.track_lost(&mut caches);
-            for uid in &deleted {
-                caches.force_deleted(uid);
+        let truth = self.snapshot();
+        let mut caches = if self.laggy {
+            self.skewed(&truth)
+        } else {
+            truth
+        };
+        self.track_lost(&mut caches);
+        let rest = confirm::batch(first, read, caches, now, &self.cfg);
+        let mut ok = true;
+        for a in std::iter::once(first).chain(rest.iter().filter_map(|p| p.action.as_ref())) {
+            if !std::ptr::eq(a, first) {
+                self.log(|| format!("healer: F1 {a:?} with the first, on its fresh read"));
+                self.out.ridden += 1;
             }
-            let on_caches = crate::decide(&caches, now, &self.cfg);
-            let Some(a) = confirm::ride(&done, &on_read, &on_caches) else {
-                return Ok(true);
-            };
-            self.log(|| format!("healer: {} {a:?} on the same fresh read", on_read.rule));
-            if self.preconditions_hold(&a) {
-                self.check_allowed(&a)?;
+            // A write its preconditions refuse changes nothing, whatever it aimed at.
+            if self.preconditions_hold(a) {
+                self.check_allowed(a)?;
             }
-            if !self.act(&a)? {
-                return Ok(false);
-            }
-            self.out.ridden += 1;
-            done = a;
+            ok &= self.act(a)?;
         }
+        Ok(ok)
     }
 
     pub(super) fn reconcile(&mut self) -> Result<(), Violation> {
@@ -336,13 +325,14 @@ impl Sim {
         // (At most one write per reconcile holds by construction: a plan has one action.)
         let mut ok = true;
         if let Some(a) = &action {
-            // A write its preconditions refuse changes nothing, whatever it aimed at.
-            if self.preconditions_hold(a) {
-                self.check_allowed(a)?;
-            }
-            ok = self.act(a)?;
-            if ok && let Some(read) = fresh_read {
-                ok = self.ride(read, a.clone(), now)?;
+            if let Some(read) = fresh_read {
+                ok = self.batch(read, a, now)?;
+            } else {
+                // A write its preconditions refuse changes nothing, whatever it aimed at.
+                if self.preconditions_hold(a) {
+                    self.check_allowed(a)?;
+                }
+                ok = self.act(a)?;
             }
         }
         // The healer may crash before its status write (or between any two writes).

@@ -44,13 +44,13 @@ fn part(k: u64) {
         }
     }
     // Lost zones strand members together (a burst of force deletes), so a full run
-    // makes many rides; none would mean the simulation no longer tries them.
+    // sends many force deletes together; none would mean the simulation no longer tries.
     assert!(
         per < 1_000 || ridden > 0,
-        "no force delete rode a fresh read in {per} seeds"
+        "no force delete went out with another on its fresh read in {per} seeds"
     );
     eprintln!(
-        "sim part {k}: seeds {}..{} in {:?}: {steps} steps, {handoffs} handoffs, {deleted} claims deleted, {late} late writes of a deposed replica, {ridden} force deletes on the read of the one before, slowest convergence {} s",
+        "sim part {k}: seeds {}..{} in {:?}: {steps} steps, {handoffs} handoffs, {deleted} claims deleted, {late} late writes of a deposed replica, {ridden} force deletes sent with the first on its fresh read, slowest convergence {} s",
         k * per,
         ((k + 1) * per).min(n),
         start.elapsed(),

@@ -160,7 +160,7 @@ pub struct Outcome {
     pub slowest_convergence: i64,
     /// Late writes of a deposed replica that reached the API server.
     pub late_writes: usize,
-    /// Force deletes made on the fresh read of the one before (`confirm::rides_fresh_read`).
+    /// Force deletes sent with the first on its fresh read (`confirm::batch`).
     pub ridden: usize,
 }
 
