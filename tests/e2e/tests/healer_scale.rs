@@ -622,9 +622,10 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         "[burst] {n} fleets: deadlines spread over {spread:.1} s; until the last write the healer reconciled {} and sent {requests:?}",
         reconciles.join(", ")
     );
-    // A fleet's further due Pods ride the fresh read of its first (`rides_fresh_read`).
+    // A fleet's further due Pods go out with its first, on its fresh read
+    // (`confirm::batch`).
     eprintln!(
-        "[burst] {n} fleets: {} fresh reads; {} force deletes made on the fresh read of the one before",
+        "[burst] {n} fleets: {} fresh reads; {} force deletes sent with their fleet's first, on its fresh read",
         delta("celld_healer_fresh_reads_total"),
         delta("celld_healer_force_deletes_ridden_total")
     );
