@@ -84,18 +84,24 @@ pub fn batch(
     config: &Config,
 ) -> Vec<Plan> {
     let mut out: Vec<Plan> = Vec::new();
-    // Each step force-deletes a Pod not deleted before, so the Pods bound the batch.
+    // Rule F1 never aims at a Pod it force-deleted, so each step is a Pod not in the
+    // batch yet; the set makes that a bound of its own, and the Pods bound the batch.
+    let mut seen = std::collections::HashSet::new();
     for _ in 0..read.pods.len() {
         let done = out.last().and_then(|p| p.action.as_ref()).unwrap_or(first);
         let Action::ForceDeletePod { uid, .. } = done else {
             break;
         };
+        seen.insert(uid.clone());
         read.force_deleted(uid);
         caches.force_deleted(uid);
         let mut on_read = crate::decide(&read, now, config);
         let Some(next) = ride(done, &on_read, &crate::decide(&caches, now, config)) else {
             break;
         };
+        if matches!(&next, Action::ForceDeletePod { uid, .. } if seen.contains(uid)) {
+            break;
+        }
         on_read.action = Some(next);
         out.push(on_read);
     }

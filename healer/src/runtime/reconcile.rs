@@ -33,7 +33,7 @@ use super::leader::Gate;
 use super::memory::Memory;
 use super::metrics::Metrics;
 use super::served::Served;
-use super::status_writer::write_status;
+use super::status_writer::{Spacing, write_status};
 use super::watches::{Stores, WatchHealth};
 use super::zones::Zones;
 use crate::config::Config;
@@ -374,9 +374,9 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                 // to catch up, backing off while they keep disagreeing (a lasting cause,
                 // such as an unlabelled workload named like the fleet, must not become a
                 // read every few seconds); a watch event still triggers a reconcile.
-                // A status held back goes out at that next look.
+                // That look may be minutes away: the status is not spaced here.
                 if let Some(read) = fresh {
-                    write_status(ctx, &read.fleet, &read.plan).await?;
+                    write_status(ctx, &read.fleet, &read.plan, Spacing::Now).await?;
                 }
                 let n = {
                     let mut holds = ctx.memory.holds.lock().expect("holds");
@@ -412,9 +412,10 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
             Executed::Made => {}
             Executed::ForceDeleted => return Ok(Pass::Again),
             Executed::Conflict => {
-                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(2))));
+                return Ok(Pass::Done(KAction::requeue(AFTER_CONFLICT)));
             }
-            Executed::Stop(step) => return Ok(Pass::Done(step)),
+            Executed::TurnedAway => return Ok(Pass::Done(turned_away(ctx))),
+            Executed::BackOff => return Ok(Pass::Done(KAction::requeue(AFTER_BACK_OFF))),
         }
     } else {
         ctx.metrics.reconcile("idle");
@@ -430,7 +431,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     let status_next = if fleet_written {
         None
     } else {
-        write_status(ctx, &fleet, &plan).await?
+        write_status(ctx, &fleet, &plan, Spacing::Spaced).await?
     };
     let mut step = next_step(ctx, &key, plan.wake_at, now);
     let mut wake_ms = plan.wake_at.map(|w| (w - now).millis().max(1) as u128);
@@ -476,37 +477,87 @@ async fn force_delete_together(
     due: Option<Timestamp>,
     now: Timestamp,
 ) -> Result<Pass, ReconcileError> {
-    let writes = std::iter::once((plan, first))
-        .chain(rest.iter().filter_map(|p| Some((p, p.action.as_ref()?))));
-    let made = futures::future::join_all(
-        writes.map(|(p, a)| execute(ctx, key, fleet, p, a, None, due, now)),
-    )
-    .await;
-    let (mut stop, mut deleted) = (None, 0);
-    for (i, r) in made.into_iter().enumerate() {
-        match r? {
-            Executed::ForceDeleted => {
-                deleted += 1;
-                if i > 0 {
+    use futures::StreamExt as _;
+    let mut writes = vec![(plan, first)];
+    for p in rest {
+        if let Some(a) = &p.action {
+            writes.push((p, a));
+        }
+    }
+    // Built first, then polled at most `AT_ONCE` at a time, results in order.
+    let sends: Vec<_> = writes
+        .into_iter()
+        .map(|(p, a)| execute(ctx, key, fleet, p, a, None, due, now))
+        .collect();
+    let results: Vec<Result<Executed, ReconcileError>> = futures::stream::iter(sends)
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
+    let mut outcomes = Vec::with_capacity(results.len());
+    let mut error = None;
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(e) => {
+                if i > 0 && e == Executed::ForceDeleted {
                     ctx.metrics.force_deletes_ridden.inc();
                 }
+                outcomes.push(e);
             }
-            Executed::Made | Executed::Conflict => {}
-            Executed::Stop(step) => {
-                stop.get_or_insert(step);
+            Err(e) => {
+                error.get_or_insert(e);
             }
         }
     }
-    Ok(match stop {
-        Some(step) => Pass::Done(step),
-        // Every write refused by its precondition: as for one write alone, look again
-        // once the caches had a moment.
-        None if deleted == 0 => Pass::Done(KAction::requeue(Duration::from_secs(2))),
-        None => Pass::Again,
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(match after_batch(&outcomes) {
+        AfterBatch::TurnedAway => Pass::Done(turned_away(ctx)),
+        AfterBatch::Again => Pass::Again,
+        AfterBatch::Wait(d) => Pass::Done(KAction::requeue(d)),
     })
 }
 
+/// At most this many of a fleet's force deletes are on the wire at once.
+const AT_ONCE: usize = 8;
+
+/// After a write refused by its precondition, the fleet is looked at again this much
+/// later (the caches have a moment to catch up).
+const AFTER_CONFLICT: Duration = Duration::from_secs(2);
+
+/// After a force delete that failed (it waits out its own back-off), the fleet is looked
+/// at again this much later, so that its later rules still run.
+const AFTER_BACK_OFF: Duration = Duration::from_secs(1);
+
+/// What follows a batch of force deletes sent at once.
+#[derive(Debug, PartialEq, Eq)]
+enum AfterBatch {
+    /// The leader gate refused a write: as for any write it refuses.
+    TurnedAway,
+    /// A Pod was force-deleted: decide again at once, as after one alone.
+    Again,
+    /// Nothing was deleted: look again after this long.
+    Wait(Duration),
+}
+
+/// What follows a batch, from how each of its writes went: a write the gate refused
+/// stops the fleet; any delete made decides again at once; otherwise a failed delete
+/// (waiting out its back-off) or writes all refused by their preconditions wait, as one
+/// alone would.
+fn after_batch(outcomes: &[Executed]) -> AfterBatch {
+    if outcomes.contains(&Executed::TurnedAway) {
+        AfterBatch::TurnedAway
+    } else if outcomes.contains(&Executed::ForceDeleted) {
+        AfterBatch::Again
+    } else if outcomes.contains(&Executed::BackOff) {
+        AfterBatch::Wait(AFTER_BACK_OFF)
+    } else {
+        AfterBatch::Wait(AFTER_CONFLICT)
+    }
+}
+
 /// What making a write concluded, when it did not fail the reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Executed {
     /// Made; the pass goes on to the status.
     Made,
@@ -514,9 +565,10 @@ enum Executed {
     ForceDeleted,
     /// Not made: a precondition failed (the object changed or went since it was read).
     Conflict,
-    /// The controller's next step: not made (not leader, or a force delete that waits
-    /// out its back-off).
-    Stop(KAction),
+    /// Not made: the leader gate refused it.
+    TurnedAway,
+    /// Not made: a force delete failed and waits out its back-off.
+    BackOff,
 }
 
 /// Makes the write `action` of `plan`, with its metrics, log and Event.
@@ -583,7 +635,7 @@ async fn execute(
         Err(ActError::NotLeader) => {
             ctx.metrics.action(kind, "not_leader");
             ctx.metrics.reconcile("standby");
-            return Ok(Executed::Stop(turned_away(ctx)));
+            return Ok(Executed::TurnedAway);
         }
         Err(e @ ActError::Conflict(_)) => {
             ctx.metrics.action(kind, e.outcome());
@@ -604,7 +656,7 @@ async fn execute(
                 m.insert(uid.clone(), (n, now + crate::time::Span(wait)));
                 warn!(fleet = %key, pod = %name, error = %e, retry_in_ms = wait, "force delete failed; retried on a back-off");
             }
-            return Ok(Executed::Stop(KAction::requeue(Duration::from_secs(1))));
+            return Ok(Executed::BackOff);
         }
         Err(e) => {
             ctx.metrics.action(kind, e.outcome());
@@ -694,5 +746,27 @@ mod tests {
         // the queue allows.
         assert_eq!(until(Timestamp(now.0 + 100), now), Duration::from_millis(1));
         assert_eq!(until(Timestamp(now.0 - 100), now), Duration::from_millis(1));
+    }
+
+    /// A batch goes on as its writes went: the gate refusing one stops the fleet, a
+    /// delete made decides again at once, and otherwise it waits as one write alone
+    /// would (a back-off before a conflict's wait).
+    #[test]
+    fn a_batch_goes_on_as_its_writes_went() {
+        use Executed::*;
+        assert_eq!(
+            after_batch(&[ForceDeleted, TurnedAway, ForceDeleted]),
+            AfterBatch::TurnedAway
+        );
+        assert_eq!(after_batch(&[Conflict, ForceDeleted]), AfterBatch::Again);
+        assert_eq!(after_batch(&[BackOff, ForceDeleted]), AfterBatch::Again);
+        assert_eq!(
+            after_batch(&[Conflict, BackOff]),
+            AfterBatch::Wait(AFTER_BACK_OFF)
+        );
+        assert_eq!(
+            after_batch(&[Conflict, Conflict]),
+            AfterBatch::Wait(AFTER_CONFLICT)
+        );
     }
 }

@@ -35,11 +35,14 @@ fn held_back(last: Option<Instant>, now: Instant) -> Option<Duration> {
 /// an Event when the Blocked condition changed, and updates the blocked-fleets gauge.
 /// `Some(wait)`: the status changed but the fleet's last patch is too recent
 /// ([`STATUS_EVERY`]); the caller looks at the fleet again in `wait`, and the patch
-/// (and any Event) goes out then.
+/// (and any Event) goes out then: a Blocked condition that comes and goes within the
+/// interval is never written, and gets no Event either. `Spacing::Now` writes at once
+/// (for a caller that will not look again that soon).
 pub(super) async fn write_status(
     ctx: &Reconciler,
     fleet: &CelldFleet,
     plan: &Plan,
+    spacing: Spacing,
 ) -> Result<Option<Duration>, ReconcileError> {
     let key = ObjectRef::from_obj(fleet);
     let old = fleet.status.clone().unwrap_or_default();
@@ -52,7 +55,7 @@ pub(super) async fn write_status(
     };
     let was = blocked_of(&old);
     let is = blocked_of(new);
-    if &old != new {
+    let held = if &old != new && spacing == Spacing::Spaced {
         let last = ctx
             .memory
             .status_written
@@ -60,9 +63,11 @@ pub(super) async fn write_status(
             .expect("status written")
             .get(&key)
             .copied();
-        if let Some(wait) = held_back(last, Instant::now()) {
-            return Ok(Some(wait));
-        }
+        held_back(last, Instant::now())
+    } else {
+        None
+    };
+    if &old != new && held.is_none() {
         let old_v = serde_json::to_value(&old).unwrap_or(Value::Null);
         let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
         if let Some(diff) = merge_diff(&old_v, &new_v) {
@@ -117,7 +122,10 @@ pub(super) async fn write_status(
         (None, Some((s, _, _))) => s == "True",
         _ => false,
     };
-    if changed && let Some((status, reason, message)) = &is {
+    if changed
+        && held.is_none()
+        && let Some((status, reason, message)) = &is
+    {
         let warning = status == "True";
         let note = if warning {
             format!("Blocked: {message}")
@@ -143,7 +151,16 @@ pub(super) async fn write_status(
     );
     ctx.metrics
         .retain_fleets(&fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect());
-    Ok(None)
+    Ok(held)
+}
+
+/// Whether a status patch keeps to [`STATUS_EVERY`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Spacing {
+    /// At most one patch per fleet per interval.
+    Spaced,
+    /// At once.
+    Now,
 }
 
 /// The uids of cached objects (what [`super::memory::Memory::forget_gone`] keeps).

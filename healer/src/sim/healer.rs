@@ -235,40 +235,6 @@ impl Sim {
         Ok(())
     }
 
-    /// What the runtime does with a force delete confirmed on a fresh read: the fleet's
-    /// other due force deletes that ride the same read, decided on it and on the
-    /// (lagging) caches of the same moment (`confirm::batch`), go out at once with it.
-    /// Each lands, or fails, on its own. Returns false when a write failed or the
-    /// healer crashed.
-    fn batch(
-        &mut self,
-        read: s::Snapshot,
-        first: &Action,
-        now: crate::time::Timestamp,
-    ) -> Result<bool, Violation> {
-        let truth = self.snapshot();
-        let mut caches = if self.laggy {
-            self.skewed(&truth)
-        } else {
-            truth
-        };
-        self.track_lost(&mut caches);
-        let rest = confirm::batch(first, read, caches, now, &self.cfg);
-        let mut ok = true;
-        for a in std::iter::once(first).chain(rest.iter().filter_map(|p| p.action.as_ref())) {
-            if !std::ptr::eq(a, first) {
-                self.log(|| format!("healer: F1 {a:?} with the first, on its fresh read"));
-                self.out.ridden += 1;
-            }
-            // A write its preconditions refuse changes nothing, whatever it aimed at.
-            if self.preconditions_hold(a) {
-                self.check_allowed(a)?;
-            }
-            ok &= self.act(a)?;
-        }
-        Ok(ok)
-    }
-
     pub(super) fn reconcile(&mut self) -> Result<(), Violation> {
         self.out.reconciles += 1;
         let mut truth = self.snapshot();
@@ -313,27 +279,40 @@ impl Sim {
                 }
             }
         }
-        // The deposed replica made the same decision from the same facts; its request
-        // is delayed on the wire and lands after the new leader's later writes.
-        if self.deposed
-            && let Some(a) = &action
-            && self.rng.chance(15)
-        {
-            let at = self.now + self.rng.range(200, 20_000);
-            self.in_flight.push((at, a.clone()));
-        }
-        // (At most one write per reconcile holds by construction: a plan has one action.)
-        let mut ok = true;
-        if let Some(a) = &action {
-            if let Some(read) = fresh_read {
-                ok = self.batch(read, a, now)?;
-            } else {
-                // A write its preconditions refuse changes nothing, whatever it aimed at.
-                if self.preconditions_hold(a) {
-                    self.check_allowed(a)?;
-                }
-                ok = self.act(a)?;
+        // A force delete confirmed on a fresh read takes the fleet's other due force
+        // deletes with it, decided on the same read and on the caches it was decided on
+        // (`confirm::batch`); all are sent at once.
+        let mut writes: Vec<Action> = action.iter().cloned().collect();
+        if let (Some(a @ Action::ForceDeletePod { .. }), Some(read)) = (&action, fresh_read) {
+            let rest = confirm::batch(a, read, snap.clone(), now, &self.cfg);
+            writes.extend(rest.into_iter().filter_map(|p| p.action));
+            self.out.ridden += writes.len() - 1;
+            // Sent at once: they land in any order.
+            for k in (1..writes.len()).rev() {
+                let j = self.rng.below(k as u64 + 1) as usize;
+                writes.swap(k, j);
             }
+        }
+        // The deposed replica made the same decisions from the same facts; its requests
+        // are delayed on the wire and land after the new leader's later writes.
+        if self.deposed && !writes.is_empty() && self.rng.chance(15) {
+            let at = self.now + self.rng.range(200, 20_000);
+            for a in &writes {
+                self.in_flight.push((at, a.clone()));
+            }
+        }
+        // A plan has one action; only force deletes go out with others.
+        let mut ok = true;
+        for a in &writes {
+            if writes.len() > 1 {
+                self.log(|| format!("healer: F1 {a:?}, one of {} sent at once", writes.len()));
+            }
+            // A write its preconditions refuse changes nothing, whatever it aimed at.
+            if self.preconditions_hold(a) {
+                self.check_allowed(a)?;
+            }
+            // Sent at once: a failure or a crash does not stop the others.
+            ok &= self.act(a)?;
         }
         // The healer may crash before its status write (or between any two writes).
         if ok && !self.rng.chance(3) {
