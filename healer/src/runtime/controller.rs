@@ -40,7 +40,13 @@ pub(super) const DEBOUNCE: Duration = Duration::from_millis(250);
 /// Fleets reconciled at once. A reconcile mostly waits on the API server (a fresh read,
 /// a write, a status patch), so this is sized for a burst: when a zone goes down, every
 /// fleet with a member there is due at the same moment, and each waits for a slot.
-pub(super) const CONCURRENCY: u16 = 16;
+///
+/// The slots are a fair semaphore in [`super::reconcile`], not the controller's own
+/// limit: a saturated controller keeps the fleets that are due in a hash set and takes
+/// the first free one in hash order, so while some fleets keep asking (a thousand fleets
+/// growing), the others are never taken. At 1,000 fleets 164 were never reconciled in
+/// minutes. Here every due fleet starts at once and waits in line for a slot.
+pub(super) const CONCURRENCY: usize = 16;
 
 /// What the controller needs.
 pub struct Settings {
@@ -108,6 +114,7 @@ impl Controller {
             application_interval: s.application_interval,
             memory: Memory::default(),
             poke: poke_tx,
+            slots: tokio::sync::Semaphore::new(CONCURRENCY),
         });
         let poked =
             futures::stream::unfold(
@@ -161,8 +168,9 @@ impl Controller {
                 let _ = shutdown.wait_for(|s| *s).await;
             })
             .with_config(
+                // No limit here: `CONCURRENCY` is applied in line, fairly.
                 controller::Config::default()
-                    .concurrency(CONCURRENCY)
+                    .concurrency(0)
                     .debounce(DEBOUNCE),
             );
         controller

@@ -65,6 +65,9 @@ pub(super) struct Reconciler {
     pub(super) memory: Memory,
     /// Asks for a reconcile of a fleet (a finished application observation).
     pub(super) poke: tokio::sync::mpsc::UnboundedSender<ObjectRef<CelldFleet>>,
+    /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
+    /// due fleet waits in line, first come first served, however busy the others are.
+    pub(super) slots: tokio::sync::Semaphore,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -273,6 +276,10 @@ pub(super) async fn reconcile(
     if !ctx.served.serves(ctx.shard, &fleet) {
         return Ok(KAction::await_change());
     }
+    // Closed only at shutdown, when nothing is reconciled any more.
+    let Ok(_slot) = ctx.slots.acquire().await else {
+        return Ok(KAction::await_change());
+    };
     for _ in 0..MAX_PASSES {
         match pass(fleet.clone(), &ctx).await? {
             Pass::Done(step) => return Ok(step),
