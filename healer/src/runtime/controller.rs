@@ -48,6 +48,14 @@ pub(super) const DEBOUNCE: Duration = Duration::from_millis(250);
 /// minutes. Here every due fleet starts at once and waits in line for a slot.
 pub(super) const CONCURRENCY: usize = 16;
 
+/// The controller's queue: events coalesced ([`DEBOUNCE`]), and no limit of its own on
+/// reconciles at once: [`CONCURRENCY`] is applied in line, fairly (see there).
+fn config() -> controller::Config {
+    controller::Config::default()
+        .concurrency(0)
+        .debounce(DEBOUNCE)
+}
+
 /// What the controller needs.
 pub struct Settings {
     /// Client.
@@ -167,12 +175,7 @@ impl Controller {
             .graceful_shutdown_on(async move {
                 let _ = shutdown.wait_for(|s| *s).await;
             })
-            .with_config(
-                // No limit here: `CONCURRENCY` is applied in line, fairly.
-                controller::Config::default()
-                    .concurrency(0)
-                    .debounce(DEBOUNCE),
-            );
+            .with_config(config());
         controller
             .run(reconcile, error_policy, ctx)
             .for_each(|r| async move {
@@ -186,5 +189,97 @@ impl Controller {
             })
             .await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::controller::Action;
+    use kube::runtime::reflector::{self, ObjectRef};
+    use kube::runtime::watcher;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("never")]
+    struct Never;
+
+    /// Ten objects that ask again at once after every reconcile (fleets growing, their
+    /// Pods changing all the time) and ten asked for once, two slots, each reconcile
+    /// 100 ms, so that the slots are always taken: the queue as the healer configures
+    /// it, with the slots taken in line, reconciles every quiet object within a few
+    /// virtual seconds. (With the limit in
+    /// the controller instead, `concurrency(2)`, the quiet objects hashed after the
+    /// third busy one are never taken.)
+    #[tokio::test(start_paused = true)]
+    async fn a_fleet_asked_for_once_is_reconciled_however_busy_the_others_are() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let names: Vec<String> = (0..10)
+            .flat_map(|i| [format!("busy-{i}"), format!("quiet-{i}")])
+            .collect();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for n in &names {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(n.clone());
+            cm.metadata.namespace = Some("apps".into());
+            writer.apply_watcher_event(&watcher::Event::InitApply(cm));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let queue = futures::stream::iter(
+            names
+                .iter()
+                .map(|n| Ok::<_, Never>(ObjectRef::<ConfigMap>::new(n).within("apps")))
+                .collect::<Vec<_>>(),
+        )
+        .chain(futures::stream::pending());
+        struct Ctx {
+            slots: Semaphore,
+            runs: Mutex<BTreeMap<String, usize>>,
+        }
+        let ctx = Arc::new(Ctx {
+            slots: Semaphore::new(2),
+            runs: Mutex::new(BTreeMap::new()),
+        });
+        let reconcile = |cm: Arc<ConfigMap>, ctx: Arc<Ctx>| {
+            Box::pin(async move {
+                let Ok(_slot) = ctx.slots.acquire().await else {
+                    return Ok::<_, Never>(Action::await_change());
+                };
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let name = cm.metadata.name.clone().unwrap_or_default();
+                *ctx.runs.lock().unwrap().entry(name.clone()).or_default() += 1;
+                Ok(if name.starts_with("busy") {
+                    Action::requeue(Duration::from_millis(1))
+                } else {
+                    Action::await_change()
+                })
+            })
+        };
+        let run = controller::applier(
+            reconcile,
+            |_, _: &Never, _| Action::await_change(),
+            ctx.clone(),
+            store,
+            queue,
+            config(),
+        )
+        .for_each(|_| async {});
+        let _ = tokio::time::timeout(Duration::from_secs(5), run).await;
+        let runs = ctx.runs.lock().unwrap();
+        let quiet: Vec<_> = names.iter().filter(|n| n.starts_with("quiet")).collect();
+        let missed: Vec<_> = quiet.iter().filter(|n| !runs.contains_key(**n)).collect();
+        assert!(missed.is_empty(), "never reconciled: {missed:?} ({runs:?})");
+        // The slots were full all along (2 slots x 10 runs a second x 5 s): the queue was
+        // saturated, as at 1,000 growing fleets.
+        let all: usize = runs.values().sum();
+        assert!(
+            all >= 90,
+            "only {all} reconciles: the slots were not kept full"
+        );
     }
 }
