@@ -156,10 +156,7 @@ impl Sim {
             })
             .collect();
         // Random order: the #79 race needs a fresh-disk Pod to win sometimes.
-        for k in (1..order.len()).rev() {
-            let j = self.rng.below(k as u64 + 1) as usize;
-            order.swap(k, j);
-        }
+        self.rng.shuffle(&mut order);
         for i in order {
             let ord = self.pods[i].ord;
             let pin = self

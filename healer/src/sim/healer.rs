@@ -184,14 +184,8 @@ impl Sim {
         v.claims = self.views[b].claims.clone();
         v.workload = self.views[c].workload.clone();
         // A cache hands objects over in its own (hash) order, unlike the fresh read.
-        for k in (1..v.pods.len()).rev() {
-            let j = self.rng.below(k as u64 + 1) as usize;
-            v.pods.swap(k, j);
-        }
-        for k in (1..v.claims.len()).rev() {
-            let j = self.rng.below(k as u64 + 1) as usize;
-            v.claims.swap(k, j);
-        }
+        self.rng.shuffle(&mut v.pods);
+        self.rng.shuffle(&mut v.claims);
         v
     }
 
@@ -288,10 +282,7 @@ impl Sim {
             writes.extend(rest.into_iter().filter_map(|p| p.action));
             self.out.ridden += writes.len() - 1;
             // Sent at once: they land in any order.
-            for k in (1..writes.len()).rev() {
-                let j = self.rng.below(k as u64 + 1) as usize;
-                writes.swap(k, j);
-            }
+            self.rng.shuffle(&mut writes);
         }
         // The deposed replica made the same decisions from the same facts; its requests
         // are delayed on the wire and land after the new leader's later writes.

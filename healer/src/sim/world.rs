@@ -45,6 +45,13 @@ impl Rng {
     pub(super) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+    /// Puts `v` in a random order (Fisher-Yates).
+    pub(super) fn shuffle<T>(&mut self, v: &mut [T]) {
+        for k in (1..v.len()).rev() {
+            let j = self.below(k as u64 + 1) as usize;
+            v.swap(k, j);
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
