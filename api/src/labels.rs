@@ -99,6 +99,15 @@ pub fn claim_ordinal(fleet: &str, claim: &str) -> Option<u32> {
     member_ordinal(fleet, rest)
 }
 
+/// The fleet a member claim name names, if `claim` looks like `data-<fleet>-<n>`: the
+/// one fleet for which [`claim_ordinal`] can accept it (an ordinal has no `-`), so a
+/// cache can be indexed by it.
+pub fn claim_fleet(claim: &str) -> Option<&str> {
+    let rest = claim.strip_prefix(CLAIM_TEMPLATE)?.strip_prefix('-')?;
+    let (fleet, ordinal) = rest.rsplit_once('-')?;
+    (!fleet.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit())).then_some(fleet)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +123,38 @@ mod tests {
         assert_eq!(claim_ordinal("alpha", "data-alpha-3"), Some(3));
         assert_eq!(claim_ordinal("alpha", "data-beta-3"), None);
         assert_eq!(claim_name("alpha", 2), "data-alpha-2");
+        assert_eq!(claim_fleet("data-alpha-3"), Some("alpha"));
+        assert_eq!(claim_fleet("data-a-b-12"), Some("a-b"));
+        assert_eq!(claim_fleet("data-alpha"), None);
+        assert_eq!(claim_fleet("other-alpha-3"), None);
+    }
+
+    /// Every claim some fleet's [`claim_ordinal`] accepts names that fleet by
+    /// [`claim_fleet`]: an index by it misses no member claim.
+    #[test]
+    fn claim_fleet_names_every_fleet_claim_ordinal_accepts() {
+        let names = ["a", "alpha", "a-b", "alpha-1", "x-0-y", "data", "data-a"];
+        let claims = [
+            "data-a-0",
+            "data-alpha-3",
+            "data-a-b-12",
+            "data-alpha-1-2",
+            "data-x-0-y-7",
+            "data-data-1",
+            "data-data-a-01",
+            "data-data-a-5",
+            "data-alpha-",
+            "data--1",
+            "data-alpha-x",
+            "data-a-b",
+            "datum-a-1",
+        ];
+        for c in claims {
+            for f in names {
+                if claim_ordinal(f, c).is_some() {
+                    assert_eq!(claim_fleet(c), Some(f), "{c} of {f}");
+                }
+            }
+        }
     }
 }

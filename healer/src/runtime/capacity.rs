@@ -54,12 +54,12 @@ struct Memo {
 }
 
 impl CapacityMemory {
-    /// Keeps only the entries of `live` fleets.
-    pub fn retain(&self, live: &std::collections::HashSet<Fleet>) {
+    /// Keeps only the entries of the fleets `keep` keeps.
+    pub fn retain(&self, keep: impl Fn(&Fleet) -> bool) {
         self.fleets
             .lock()
             .expect("capacity memory")
-            .retain(|k, _| live.contains(k));
+            .retain(|k, _| keep(k));
     }
 
     /// Number of fleets remembered.

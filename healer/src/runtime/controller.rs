@@ -99,7 +99,13 @@ impl Controller {
             s.health.clone(),
             &s.served,
         ));
-        let (stores, touched) = watches::open(&s.client, &s.served, &watches);
+        let memory = Arc::new(Memory::default());
+        let (forget, metrics) = (memory.clone(), s.metrics.clone());
+        let (stores, touched) = watches::open(&s.client, &s.served, &watches, move |f| {
+            forget.forget_fleet(f);
+            let key = kube::runtime::reflector::ObjectRef::from_obj(f);
+            metrics.retain_fleets(|k| *k != key);
+        });
         let zones = Arc::new(Zones::new(s.metrics.clone()));
         let zone_changes = super::zones::open(&s.client, &zones, &stores);
         let fleets = stores.fleets.clone();
@@ -120,7 +126,7 @@ impl Controller {
             events: Events::new(s.client.clone(), &s.identity, s.metrics.clone()),
             halt_after: s.halt_after,
             application_interval: s.application_interval,
-            memory: Memory::default(),
+            memory,
             poke: poke_tx,
             slots: tokio::sync::Semaphore::new(CONCURRENCY),
         });

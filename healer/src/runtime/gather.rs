@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::ObjectRef;
 
 use super::fresh::{self, Gathered};
+use super::index::Key;
 use super::reconcile::Reconciler;
 use super::watches::{Stores, label};
 use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
@@ -36,14 +37,22 @@ pub(super) fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     let in_ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         m.namespace.as_deref() == ns
     };
+    // The index names the candidates ([`super::index`]); each is kept as a scan of the
+    // namespace would keep it.
+    let in_fleet_ns = ns.unwrap_or_default();
+    let by_identity = [Key::Identity(identity.to_string())];
     let mut pods: Vec<Pod> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let in_fleet_ns = ns.unwrap_or_default();
     for p in stores
         .pods
-        .state_in(in_fleet_ns)
+        .concerning(in_fleet_ns, &by_identity)
         .iter()
-        .chain(stores.held_pods.state_in(in_fleet_ns).iter())
+        .chain(
+            stores
+                .held_pods
+                .concerning(in_fleet_ns, &by_identity)
+                .iter(),
+        )
     {
         let m = &p.metadata;
         let ours = m.labels.as_ref().is_some_and(|l| {
@@ -56,14 +65,20 @@ pub(super) fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
     }
     let claims = stores
         .claims
-        .state_in(in_fleet_ns)
+        .concerning(
+            in_fleet_ns,
+            &[
+                Key::Identity(identity.to_string()),
+                Key::Fleet(name.to_string()),
+            ],
+        )
         .iter()
         .filter(|c| in_ns(&c.metadata) && fresh::concerns(name, identity, c))
         .map(|c| (**c).clone())
         .collect();
     let replica_sets = stores
         .replica_sets
-        .state_in(in_fleet_ns)
+        .concerning(in_fleet_ns, &by_identity)
         .iter()
         .filter(|r| {
             in_ns(&r.metadata)
@@ -265,4 +280,202 @@ pub(super) fn own_members(
         })
         .cloned()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use celld_api::labels::claim_name;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::runtime::index::{Index, Indexed};
+    use crate::runtime::scoped::Scoped;
+
+    fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{ns}-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// A cache fed like the watches feed theirs: the store, then its index.
+    struct Fed<K: kube::Resource + Clone + 'static>
+    where
+        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    {
+        writer: Writer<K>,
+        index: Arc<Index>,
+        scoped: Scoped<K>,
+    }
+
+    impl<K> Fed<K>
+    where
+        K: kube::Resource + Indexed + Clone + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    {
+        fn new() -> Fed<K> {
+            let (store, writer) = reflector::store::<K>();
+            let index = Arc::new(Index::default());
+            let scoped = Scoped::new(vec![(None, store, index.clone())]);
+            Fed {
+                writer,
+                index,
+                scoped,
+            }
+        }
+
+        fn add(&mut self, o: K) {
+            let ev = Event::Apply(o);
+            self.writer.apply_watcher_event(&ev);
+            self.index.apply(&ev);
+        }
+    }
+
+    fn names<K: kube::Resource>(objects: &[K]) -> BTreeSet<String> {
+        objects
+            .iter()
+            .filter_map(|o| o.meta().name.clone())
+            .collect()
+    }
+
+    /// What the fleet's objects were before the index: a scan of every cached object.
+    fn scanned(stores: &Stores, f: &CelldFleet) -> [BTreeSet<String>; 3] {
+        let ns = f.metadata.namespace.as_deref();
+        let (name, id) = (
+            f.metadata.name.as_deref().unwrap(),
+            f.spec.identity.as_str(),
+        );
+        let carries = |o: &ObjectMeta, key: &str| {
+            o.labels
+                .as_ref()
+                .and_then(|l| l.get(key))
+                .map(String::as_str)
+                == Some(id)
+        };
+        let pods = stores
+            .pods
+            .state()
+            .into_iter()
+            .chain(stores.held_pods.state())
+            .filter(|p| p.metadata.namespace.as_deref() == ns)
+            .filter(|p| carries(&p.metadata, IDENTITY) || carries(&p.metadata, REPLACEMENT_INDEX))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let claims = stores
+            .claims
+            .state()
+            .into_iter()
+            .filter(|c| c.metadata.namespace.as_deref() == ns && fresh::concerns(name, id, c))
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        let replica_sets = stores
+            .replica_sets
+            .state()
+            .into_iter()
+            .filter(|r| r.metadata.namespace.as_deref() == ns && carries(&r.metadata, IDENTITY))
+            .filter_map(|r| r.metadata.name.clone())
+            .collect();
+        [pods, claims, replica_sets]
+    }
+
+    /// Fleets side by side in two namespaces, whose names prefix each other, with a held
+    /// Pod that kept only its replacement label, a claim at a member name with no label
+    /// (or another fleet's), and objects of no fleet: the index finds for each fleet
+    /// exactly what a scan of every cached object kept.
+    #[test]
+    fn gather_keeps_what_a_scan_of_every_cached_object_keeps() {
+        let mut pods = Fed::<Pod>::new();
+        let mut held = Fed::<Pod>::new();
+        let mut claims = Fed::<PersistentVolumeClaim>::new();
+        let mut rs = Fed::<PartialObjectMeta<ReplicaSet>>::new();
+        let (fleets, mut fleets_w) = reflector::store::<CelldFleet>();
+        let mut all = Vec::new();
+        for ns in ["apps", "other"] {
+            for (i, name) in ["web", "web-1", "webb", "db"].iter().enumerate() {
+                let id = format!("{ns}{i}7kq2m9x4c1v8b3n6z5h0j2w");
+                let f = crate::testkit::fleet_object(ns, name, &id);
+                fleets_w.apply_watcher_event(&Event::Apply(f.clone()));
+                all.push(f);
+                for o in 0..3 {
+                    let member = format!("{name}-{o}");
+                    let l = [(IDENTITY, id.as_str())];
+                    pods.add(Pod {
+                        metadata: meta(ns, &member, &l),
+                        ..Pod::default()
+                    });
+                    // Labelled, unlabelled (adopted by name), and one labelled for
+                    // another fleet at this fleet's member name.
+                    let labels: &[(&str, &str)] = match o {
+                        0 => &l,
+                        1 => &[],
+                        _ => &[(IDENTITY, "someone-else")],
+                    };
+                    claims.add(PersistentVolumeClaim {
+                        metadata: meta(ns, &claim_name(name, o), labels),
+                        ..PersistentVolumeClaim::default()
+                    });
+                }
+                held.add(Pod {
+                    metadata: meta(ns, &format!("{name}-held"), &[(REPLACEMENT_INDEX, &id)]),
+                    ..Pod::default()
+                });
+                rs.add(PartialObjectMeta {
+                    metadata: meta(ns, &format!("{name}-abc"), &[(IDENTITY, &id)]),
+                    ..PartialObjectMeta::default()
+                });
+            }
+            pods.add(Pod {
+                metadata: meta(ns, "stray", &[]),
+                ..Pod::default()
+            });
+            claims.add(PersistentVolumeClaim {
+                metadata: meta(ns, "scratch", &[]),
+                ..PersistentVolumeClaim::default()
+            });
+        }
+        fn none<K>() -> Scoped<K>
+        where
+            K: kube::Resource + Clone + 'static,
+            K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+        {
+            Scoped::new(vec![(
+                None,
+                reflector::store().0,
+                Arc::new(Index::default()),
+            )])
+        }
+        let stores = Stores {
+            fleets,
+            stateful_sets: none(),
+            deployments: none(),
+            replica_sets: rs.scoped,
+            pods: pods.scoped,
+            held_pods: held.scoped,
+            claims: claims.scoped,
+            services: none(),
+            reservations: reflector::store().0,
+        };
+        for f in &all {
+            let g = gather(&stores, f);
+            let [p, c, r] = scanned(&stores, f);
+            assert_eq!(names(&g.pods), p, "{:?}", f.metadata.name);
+            assert_eq!(names(&g.claims), c, "{:?}", f.metadata.name);
+            assert_eq!(names(&g.replica_sets), r, "{:?}", f.metadata.name);
+            assert_eq!(g.pods.len(), 4, "three members and the held Pod");
+            assert_eq!(g.claims.len(), 3, "every claim at a member name");
+        }
+    }
 }

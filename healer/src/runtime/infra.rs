@@ -72,12 +72,12 @@ impl ServiceDrift {
         Infrastructure { drift }
     }
 
-    /// Keeps the cached renderings of these fleet uids only (the live fleets).
-    pub fn retain(&self, live: &std::collections::HashSet<String>) {
+    /// Keeps the cached renderings of the fleet uids `keep` keeps (the live fleets).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         self.cache
             .lock()
             .expect("infra cache")
-            .retain(|uid, _| live.contains(uid));
+            .retain(|uid, _| keep(uid));
     }
 
     /// How many fleets have a cached rendering.

@@ -84,12 +84,9 @@ impl ApplicationViews {
         self.views.lock().expect("views").insert(key, view);
     }
 
-    /// Forgets fleets that are gone.
-    pub fn retain(&self, live: &std::collections::HashSet<ObjectRef<CelldFleet>>) {
-        self.views
-            .lock()
-            .expect("views")
-            .retain(|k, _| live.contains(k));
+    /// Keeps the views of the fleets `keep` keeps (the others are gone).
+    pub fn retain(&self, keep: impl Fn(&ObjectRef<CelldFleet>) -> bool) {
+        self.views.lock().expect("views").retain(|k, _| keep(k));
     }
 
     /// How many fleets have a view.

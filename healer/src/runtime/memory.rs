@@ -1,9 +1,15 @@
 //! What the runtime remembers between reconciles, per fleet, Pod or claim, and the
-//! forgetting that keeps it no larger than the cluster: every map is pruned of objects
-//! that are gone after each status write ([`Memory::forget_gone`]).
+//! forgetting that keeps it no larger than the cluster: a fleet is forgotten when its
+//! watch reports it deleted ([`Memory::forget_fleet`]), and every map is swept of objects
+//! that are gone at most every [`SWEEP_EVERY`] ([`Memory::forget_gone`]), which catches
+//! what a relist dropped without a delete event, and gone Pods and claims.
+//!
+//! The sweep used to follow every status write. It builds sets of every fleet, Pod and
+//! claim, so at 1,000 fleets it cost more than the rest of the reconcile.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use celld_api::CelldFleet;
 use kube::runtime::reflector::ObjectRef;
@@ -14,6 +20,12 @@ use super::members::ApplicationViews;
 use crate::time::Timestamp;
 
 type Fleet = ObjectRef<CelldFleet>;
+
+/// The sweep of gone objects runs at most this often. Until it runs, what it will drop
+/// only takes memory: a gone fleet is not reconciled, and a gone Pod's or claim's uid is
+/// not seen again. (A fleet deleted and created again under its name would find the old
+/// one's entries; its delete event forgets them first.)
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Keeps the entries of live objects; `live` (a cache scan) runs only when there are any.
 fn keep_live_uids<V>(m: &Mutex<HashMap<String, V>>, live: impl FnOnce() -> HashSet<String>) {
@@ -58,9 +70,47 @@ pub struct Memory {
     pub services: ServiceDrift,
     /// Each capacity-policy fleet's latest observation and history write.
     pub capacity: CapacityMemory,
+    /// When the last sweep of gone objects ran ([`SWEEP_EVERY`]).
+    pub swept: Mutex<Option<Instant>>,
 }
 
 impl Memory {
+    /// Whether a sweep of gone objects is due at `now` ([`SWEEP_EVERY`]); if so, it is
+    /// taken: the next is due a whole interval later.
+    pub fn sweep_due(&self, now: Instant) -> bool {
+        let mut swept = self.swept.lock().expect("memory");
+        let due = swept.is_none_or(|at| now.saturating_duration_since(at) >= SWEEP_EVERY);
+        if due {
+            *swept = Some(now);
+        }
+        due
+    }
+
+    /// Drops what is remembered of one fleet (its watch reported it deleted).
+    pub fn forget_fleet(&self, fleet: &CelldFleet) {
+        let key = ObjectRef::from_obj(fleet);
+        let uid = fleet.metadata.uid.as_deref();
+        self.keep_fleets(|k| *k != key, |u| Some(u) != uid);
+    }
+
+    /// Keeps what is remembered of the fleets `keep` keeps (by reference) and
+    /// `keep_uid` keeps (by uid).
+    fn keep_fleets(&self, keep: impl Fn(&Fleet) -> bool, keep_uid: impl Fn(&str) -> bool) {
+        fn by<V>(m: &Mutex<HashMap<Fleet, V>>, keep: &impl Fn(&Fleet) -> bool) {
+            m.lock().expect("memory").retain(|k, _| keep(k));
+        }
+        by(&self.blocked, &keep);
+        by(&self.failures, &keep);
+        by(&self.wakes, &keep);
+        by(&self.unreadable, &keep);
+        by(&self.ignored, &keep);
+        by(&self.holds, &keep);
+        by(&self.status_written, &keep);
+        self.views.retain(&keep);
+        self.capacity.retain(&keep);
+        self.services.retain(keep_uid);
+    }
+
     /// Drops what is remembered of fleets, Pods and claims that are gone. `pods` and
     /// `claims` give the live uids; each is called only when a map may hold such an
     /// entry, and never while a lock is held.
@@ -71,23 +121,11 @@ impl Memory {
         claims: impl FnOnce() -> HashSet<String>,
     ) {
         let live: HashSet<Fleet> = fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect();
-        let uids: HashSet<String> = fleets
+        let uids: HashSet<&str> = fleets
             .iter()
-            .filter_map(|f| f.metadata.uid.clone())
+            .filter_map(|f| f.metadata.uid.as_deref())
             .collect();
-        fn keep<V>(m: &Mutex<HashMap<Fleet, V>>, live: &HashSet<Fleet>) {
-            m.lock().expect("memory").retain(|k, _| live.contains(k));
-        }
-        keep(&self.blocked, &live);
-        keep(&self.failures, &live);
-        keep(&self.wakes, &live);
-        keep(&self.unreadable, &live);
-        keep(&self.ignored, &live);
-        keep(&self.holds, &live);
-        keep(&self.status_written, &live);
-        self.views.retain(&live);
-        self.capacity.retain(&live);
-        self.services.retain(&uids);
+        self.keep_fleets(|k| live.contains(k), |u| uids.contains(u));
         // Both maps are keyed by Pod uid: one scan of the Pod cache serves both.
         if !self.force_retry.lock().expect("memory").is_empty()
             || !self.force_deleted.lock().expect("memory").is_empty()
@@ -209,5 +247,43 @@ mod tests {
         }
         m.forget_gone(&[], HashSet::new, HashSet::new);
         assert_eq!(m.sizes(), [0; 13]);
+    }
+
+    /// A deleted fleet is forgotten at once, every map of it; the others stay.
+    #[test]
+    fn a_deleted_fleet_is_forgotten_and_only_it() {
+        let m = Memory::default();
+        let (a, b) = (fleet(1), fleet(2));
+        for f in [&a, &b] {
+            let key = ObjectRef::from_obj(&**f);
+            m.wakes.lock().unwrap().insert(key.clone(), Timestamp(1));
+            m.blocked.lock().unwrap().insert(key.clone(), true);
+            m.failures.lock().unwrap().insert(key.clone(), 1);
+            m.unreadable.lock().unwrap().insert(key.clone(), "x".into());
+            m.holds.lock().unwrap().insert(key.clone(), 1);
+            m.ignored.lock().unwrap().insert(key.clone(), vec![]);
+            m.status_written
+                .lock()
+                .unwrap()
+                .insert(key.clone(), Instant::now());
+            let _ = m.services.verify(f, |_| None);
+        }
+        let both = m.sizes();
+        m.forget_fleet(&a);
+        for (which, (before, after)) in both.iter().zip(m.sizes()).enumerate() {
+            assert_eq!(after, before / 2, "map {which}");
+        }
+        m.forget_fleet(&b);
+        assert_eq!(m.sizes(), [0; 13]);
+    }
+
+    #[test]
+    fn a_sweep_is_due_once_per_interval() {
+        let m = Memory::default();
+        let t0 = Instant::now();
+        assert!(m.sweep_due(t0), "the first is due at once");
+        assert!(!m.sweep_due(t0 + SWEEP_EVERY / 2));
+        assert!(m.sweep_due(t0 + SWEEP_EVERY));
+        assert!(!m.sweep_due(t0 + SWEEP_EVERY + SWEEP_EVERY / 2));
     }
 }

@@ -398,24 +398,24 @@ impl Metrics {
         }
     }
 
-    /// Forgets fleets not in `live` (gone from the caches): their capacity gauges, and
-    /// their place among the fleets reconciled, which therefore never outgrows the
-    /// fleets that exist.
-    pub fn retain_fleets(&self, live: &HashSet<ObjectRef<CelldFleet>>) {
-        self.retain_capacity(live);
+    /// Forgets the fleets `keep` does not keep (gone from the caches): their capacity
+    /// gauges, and their place among the fleets reconciled, which therefore never
+    /// outgrows the fleets that exist.
+    pub fn retain_fleets(&self, keep: impl Fn(&ObjectRef<CelldFleet>) -> bool) {
+        self.retain_capacity(&keep);
         let mut set = self.reconciled.lock().expect("reconciled fleets");
-        set.retain(|k| live.contains(k));
+        set.retain(|k| keep(k));
         self.fleets_reconciled.set(set.len() as i64);
     }
 
-    /// Removes the capacity gauges of fleets not in `live`.
-    fn retain_capacity(&self, live: &HashSet<ObjectRef<CelldFleet>>) {
+    /// Removes the capacity gauges of the fleets `keep` does not keep.
+    fn retain_capacity(&self, keep: &impl Fn(&ObjectRef<CelldFleet>) -> bool) {
         let gone: Vec<ObjectRef<CelldFleet>> = self
             .decision_series
             .lock()
             .expect("decision series")
             .keys()
-            .filter(|k| !live.contains(*k))
+            .filter(|k| !keep(k))
             .cloned()
             .collect();
         for k in gone {
@@ -568,7 +568,7 @@ mod tests {
             if i >= 3 {
                 live.remove(&key(i - 3));
             }
-            m.retain_fleets(&live);
+            m.retain_fleets(|k| live.contains(k));
             assert_eq!(
                 m.fleets_reconciled.get(),
                 live.len() as i64,
@@ -576,7 +576,7 @@ mod tests {
             );
             assert_eq!(m.reconciled.lock().unwrap().len(), live.len());
         }
-        m.retain_fleets(&HashSet::new());
+        m.retain_fleets(|_| false);
         assert_eq!(m.fleets_reconciled.get(), 0);
     }
 

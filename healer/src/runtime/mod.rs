@@ -38,6 +38,7 @@ pub mod events;
 pub mod fresh;
 pub mod gather;
 pub mod http;
+pub mod index;
 pub mod infra;
 pub mod leader;
 pub mod members;

@@ -62,7 +62,7 @@ pub(super) struct Reconciler {
     /// Application observation interval (zero: off).
     pub(super) application_interval: Duration,
     /// Per fleet, Pod and claim, between reconciles.
-    pub(super) memory: Memory,
+    pub(super) memory: Arc<Memory>,
     /// Asks for a reconcile of a fleet (a finished application observation).
     pub(super) poke: tokio::sync::mpsc::UnboundedSender<ObjectRef<CelldFleet>>,
     /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a

@@ -1,46 +1,58 @@
 //! A resource's caches when it is watched per served namespace: one reflector store per
 //! watch (a reflector store must be fed by exactly one watch, whose initial list replaces
-//! the store's contents), read as one.
+//! the store's contents), each with its index ([`super::index`]), read as one.
 
 use std::sync::Arc;
 
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-/// One store per watch scope (`None`: a cluster-wide watch), read as one cache.
+use super::index::{Index, Key};
+
+/// One watch's cache: the scope it covers (`None`: cluster-wide), its store and the
+/// store's index.
+pub(super) type Cache<K> = (Option<String>, Store<K>, Arc<Index>);
+
+/// One store per watch scope, read as one cache.
 #[derive(Clone)]
 pub struct Scoped<K: Resource + 'static>
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    stores: Vec<(Option<String>, Store<K>)>,
+    stores: Vec<Cache<K>>,
 }
 
 impl<K> Scoped<K>
 where
     K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
-    /// The stores, by the namespace their watch covers.
-    pub fn new(stores: Vec<(Option<String>, Store<K>)>) -> Scoped<K> {
+    /// The caches, by the namespace their watch covers.
+    pub(super) fn new(stores: Vec<Cache<K>>) -> Scoped<K> {
         Scoped { stores }
     }
 
     /// Every cached object.
     pub fn state(&self) -> Vec<Arc<K>> {
         match self.stores.as_slice() {
-            [(_, one)] => one.state(),
-            many => many.iter().flat_map(|(_, s)| s.state()).collect(),
+            [(_, one, _)] => one.state(),
+            many => many.iter().flat_map(|(_, s, _)| s.state()).collect(),
         }
     }
 
-    /// The cached objects of one namespace.
-    pub fn state_in(&self, namespace: &str) -> Vec<Arc<K>> {
+    /// The cached objects of `namespace` filed under any of `keys`, each once, by name.
+    /// A candidate list: the caller filters them as it would a scan of the namespace
+    /// (see [`super::index`]).
+    pub(super) fn concerning(&self, namespace: &str, keys: &[Key]) -> Vec<Arc<K>> {
         self.stores
             .iter()
-            .filter(|(scope, _)| scope.as_deref().is_none_or(|s| s == namespace))
-            .flat_map(|(_, s)| s.state())
-            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .filter(|(scope, _, _)| scope.as_deref().is_none_or(|s| s == namespace))
+            .flat_map(|(_, store, index)| {
+                index
+                    .names(namespace, keys)
+                    .into_iter()
+                    .filter_map(|n| store.get(&ObjectRef::new(&n).within(namespace)))
+            })
             .collect()
     }
 
@@ -48,7 +60,7 @@ where
     pub fn get(&self, r: &ObjectRef<K>) -> Option<Arc<K>> {
         self.stores
             .iter()
-            .filter(|(scope, _)| scope.is_none() || *scope == r.namespace)
-            .find_map(|(_, s)| s.get(r))
+            .filter(|(scope, _, _)| scope.is_none() || *scope == r.namespace)
+            .find_map(|(_, s, _)| s.get(r))
     }
 }

@@ -1,7 +1,8 @@
 //! The status writer: patches the status `decide` built onto the CelldFleet when it
 //! changed (a merge patch with the resourceVersion it was computed from), at most once
 //! per [`STATUS_EVERY`] per fleet, records an Event when the Blocked condition changed,
-//! and keeps the blocked-fleets gauge.
+//! keeps the blocked-fleets gauge, and runs the sweep of gone objects when one is due
+//! ([`super::memory::SWEEP_EVERY`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,14 +144,17 @@ pub(super) async fn write_status(
         blocked.values().filter(|b| **b).count()
     };
     ctx.metrics.blocked_fleets.set(count as i64);
-    let fleets = ctx.stores.fleets.state();
-    ctx.memory.forget_gone(
-        &fleets,
-        || uids(ctx.stores.pods.state()),
-        || uids(ctx.stores.claims.state()),
-    );
-    ctx.metrics
-        .retain_fleets(&fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect());
+    if ctx.memory.sweep_due(Instant::now()) {
+        let fleets = ctx.stores.fleets.state();
+        ctx.memory.forget_gone(
+            &fleets,
+            || uids(ctx.stores.pods.state()),
+            || uids(ctx.stores.claims.state()),
+        );
+        let live: std::collections::HashSet<ObjectRef<CelldFleet>> =
+            fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect();
+        ctx.metrics.retain_fleets(|k| live.contains(k));
+    }
     Ok(held)
 }
 

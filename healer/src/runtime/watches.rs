@@ -40,6 +40,7 @@ use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use super::http::Health;
+use super::index::{Index, Indexed};
 use super::metrics::{Metrics, ResourceLabel};
 use super::scoped::Scoped;
 use super::served::Served;
@@ -225,11 +226,14 @@ where
 }
 
 /// A watch feeding a store, recording its health, yielding every touched object.
+/// `then` sees each event right after the store took it, before the event triggers a
+/// reconcile (a store's index follows it there).
 fn watched<K>(
     key: WatchKey,
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     health: Arc<WatchHealth>,
+    then: impl Fn(&Event<K>) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource + Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -242,6 +246,12 @@ where
         })
         .modify(K::trim)
         .reflect(writer)
+        .map(move |ev| {
+            if let Ok(ev) = &ev {
+                then(ev);
+            }
+            ev
+        })
         .touched_objects()
 }
 
@@ -257,6 +267,7 @@ fn served_watch<K>(
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Trim
+        + Indexed
         + Clone
         + DeserializeOwned
         + Debug
@@ -269,9 +280,20 @@ where
     let mut streams = Vec::new();
     for scope in served.watch_scopes() {
         let (store, writer) = reflector::store::<K>();
+        let index = Arc::new(Index::default());
         let events = watch_fn(api::<K>(client, scope.as_deref()), config.clone()).default_backoff();
-        streams.push(watched((name, scope.clone()), events, writer, watches.clone()).boxed());
-        stores.push((scope, store));
+        let follows = index.clone();
+        streams.push(
+            watched(
+                (name, scope.clone()),
+                events,
+                writer,
+                watches.clone(),
+                move |ev| follows.apply(ev),
+            )
+            .boxed(),
+        );
+        stores.push((scope, store, index));
     }
     (
         Scoped::new(stores),
@@ -312,11 +334,13 @@ pub(super) struct Touched {
 }
 
 /// Opens every watch (see the table above): the caches, and the streams of touched
-/// objects. Nothing is listed until the streams are polled.
+/// objects. `fleet_deleted` is told of each fleet the fleet watch reports deleted, once
+/// the cache has dropped it. Nothing is listed until the streams are polled.
 pub(super) fn open(
     client: &Client,
     served: &Served,
     watches: &Arc<WatchHealth>,
+    fleet_deleted: impl Fn(&CelldFleet) + Send + 'static,
 ) -> (Stores, Touched) {
     let has_identity = watcher::Config::default().labels(IDENTITY);
 
@@ -333,6 +357,11 @@ pub(super) fn open(
         .default_backoff(),
         fleets_w,
         watches.clone(),
+        move |ev| {
+            if let Event::Delete(f) = ev {
+                fleet_deleted(f);
+            }
+        },
     )
     .boxed();
     let (stateful_sets, sts_stream) =
@@ -373,6 +402,7 @@ pub(super) fn open(
         .default_backoff(),
         res_w,
         watches.clone(),
+        |_| {},
     )
     .boxed();
 

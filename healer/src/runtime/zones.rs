@@ -275,7 +275,7 @@ fn requeues<K, O>(
 where
     K: Send + 'static,
     O: kube::Resource + Clone + Send + Sync + 'static,
-    O::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+    O::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
 {
     events.default_backoff().map(move |ev| {
         let changed: HashSet<String> = zones.record(which, &ev, entry).into_iter().collect();
