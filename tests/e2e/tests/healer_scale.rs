@@ -665,6 +665,11 @@ async fn heal_while_growing(
 ) -> Result<Vec<FleetFile>> {
     let target = fleets.first().context("a Ready fleet to break")?;
     let victim = format!("{}-1", target.name);
+    // The cluster's work grows with its fleets (at 1,000 a fleet took about 2 s to become
+    // Ready on two cores, kubesim's stubs failing readiness probes under the load): each
+    // wait is stretched by the fleets there will be, so a large run is not cut short.
+    // Not a measure of time: what is measured is printed.
+    let stretch = 1 + (fleets.len() + growing) as u32 / 200;
     let more: Vec<FleetFile> = (0..growing)
         .map(|i| FleetFile::persistent(&env.ns, &format!("g{i:04}"), 3))
         .collect();
@@ -694,7 +699,7 @@ async fn heal_while_growing(
         pods.delete(&victim, &dp).await?;
         let got = wait_for(
             &format!("MemberForceDeleted for {victim}"),
-            Duration::from_secs(120),
+            Duration::from_secs(120) * stretch,
             || async { Ok(force_deletes(env, since).await?.remove(&victim)) },
         )
         .await?;
@@ -703,7 +708,7 @@ async fn heal_while_growing(
         env.sim.control.start_node(&node).await?;
         wait_for(
             &format!("{victim} back and ready"),
-            Duration::from_secs(240),
+            Duration::from_secs(240) * stretch,
             || async {
                 Ok(pods
                     .get_opt(&victim)
@@ -716,7 +721,7 @@ async fn heal_while_growing(
         // The fleet's own status says Ready with every member again.
         wait_for(
             &format!("{} Ready with 3 members", target.name),
-            Duration::from_secs(120),
+            Duration::from_secs(120) * stretch,
             || async {
                 let f = env
                     .api::<celld_gen::api::CelldFleet>()
@@ -743,7 +748,12 @@ async fn heal_while_growing(
     let ready_s = ready.duration_since(deadline).as_secs_f64();
     let mut all = fleets.to_vec();
     all.extend(more.iter().cloned());
-    all_ready(env, &all, Duration::from_secs(240.max(3 * growing as u64))).await?;
+    all_ready(
+        env,
+        &all,
+        Duration::from_secs(240.max(3 * growing as u64)) * stretch,
+    )
+    .await?;
     let grown_in = t0.elapsed();
     eprintln!(
         "[heal] {victim} (node {node}) force-deleted {action_s:.2} s after its deadline, {} Ready again {ready_s:.1} s after it, while {growing} fleets were created (applied in {applied_in:?}) and grew (all Ready after {grown_in:?})",
