@@ -14,7 +14,8 @@
 //! - [`watches`]: the watches, their caches and health, and which fleet an object
 //!   concerns; [`trim`]: what the caches keep of each object; [`zones`]: the node and
 //!   volume zones shown in member status (never gating); [`gather`]: one fleet's objects
-//!   and its [`crate::Snapshot`];
+//!   and its [`crate::Snapshot`]; [`index`]: each cache indexed by the fleet its objects
+//!   may belong to, so gathering one fleet does not scan its namespace;
 //!   [`reconcile`]: the step; [`status_writer`]: the status patch; [`memory`]: what is
 //!   remembered between reconciles, and forgotten when objects go.
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
