@@ -37,6 +37,27 @@ pub fn fleet_object(namespace: &str, name: &str, identity: &str) -> celld_api::C
     .expect("the fixture is a valid CelldFleet")
 }
 
+/// The metadata of a cached object in `namespace`, with these labels; its uid is
+/// `uid-<namespace>-<name>`.
+pub fn object_meta(
+    namespace: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        uid: Some(format!("uid-{namespace}-{name}")),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
 /// A healthy PersistentFleet of `n` members, all ready for an hour.
 pub fn persistent(n: i32) -> Snapshot {
     fleet_of(Profile::PersistentFleet, true, n)

@@ -296,20 +296,7 @@ mod tests {
     use crate::runtime::index::{Index, Indexed};
     use crate::runtime::scoped::Scoped;
 
-    fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
-        ObjectMeta {
-            namespace: Some(ns.into()),
-            name: Some(name.into()),
-            uid: Some(format!("uid-{ns}-{name}")),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        }
-    }
+    use crate::testkit::object_meta as meta;
 
     /// A cache fed like the watches feed theirs: the store, then its index.
     struct Fed<K: kube::Resource + Clone + 'static>

@@ -204,22 +204,11 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::reflector;
 
     fn pod(ns: &str, name: &str, labels: &[(&str, &str)]) -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..ObjectMeta::default()
-            },
+            metadata: crate::testkit::object_meta(ns, name, labels),
             ..Pod::default()
         }
     }
