@@ -105,7 +105,8 @@ pub fn claim_ordinal(fleet: &str, claim: &str) -> Option<u32> {
 pub fn claim_fleet(claim: &str) -> Option<&str> {
     let rest = claim.strip_prefix(CLAIM_TEMPLATE)?.strip_prefix('-')?;
     let (fleet, ordinal) = rest.rsplit_once('-')?;
-    (!fleet.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit())).then_some(fleet)
+    let digits = !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit());
+    (!fleet.is_empty() && digits).then_some(fleet)
 }
 
 #[cfg(test)]
@@ -126,6 +127,7 @@ mod tests {
         assert_eq!(claim_fleet("data-alpha-3"), Some("alpha"));
         assert_eq!(claim_fleet("data-a-b-12"), Some("a-b"));
         assert_eq!(claim_fleet("data-alpha"), None);
+        assert_eq!(claim_fleet("data-alpha-"), None);
         assert_eq!(claim_fleet("other-alpha-3"), None);
     }
 

@@ -105,6 +105,7 @@ impl Controller {
             forget.forget_fleet(f);
             let key = kube::runtime::reflector::ObjectRef::from_obj(f);
             metrics.retain_fleets(|k| *k != key);
+            metrics.blocked_fleets.set(forget.blocked_count() as i64);
         });
         let zones = Arc::new(Zones::new(s.metrics.clone()));
         let zone_changes = super::zones::open(&s.client, &zones, &stores);

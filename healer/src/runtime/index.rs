@@ -11,8 +11,11 @@
 //! reader may look an object up by.
 //!
 //! The index follows the same watch events as its store, right after the store took
-//! each one (the trigger a reconcile reacts to comes after both). A relist replaces its
-//! entries at the end, as the store does.
+//! each one, and before the watch counts as listed or the event's object triggers a
+//! reconcile. A relist replaces its entries at the end, as the store does. A reader
+//! takes each candidate from the store on its own, so one read may mix versions across
+//! objects, as the caches always lag: every destructive write is confirmed on a fresh
+//! read.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;

@@ -38,6 +38,23 @@ fn keep_live_uids<V>(m: &Mutex<HashMap<String, V>>, live: impl FnOnce() -> HashS
         .retain(|uid, _| live.contains(uid));
 }
 
+/// The live fleets, by reference, with their uids.
+pub fn live_fleets(fleets: &[Arc<CelldFleet>]) -> HashMap<Fleet, Option<String>> {
+    fleets
+        .iter()
+        .map(|f| (ObjectRef::from_obj(&**f), f.metadata.uid.clone()))
+        .collect()
+}
+
+/// Whether an entry keyed `k` is of a live fleet. A reference compares by namespace and
+/// name only, so the uid it was made with is checked too: a fleet deleted and created
+/// again under its name (its delete event missed, or an entry written by a reconcile
+/// still running when it came) is a new fleet, and inherits nothing.
+pub fn is_live(live: &HashMap<Fleet, Option<String>>, k: &Fleet) -> bool {
+    live.get(k)
+        .is_some_and(|uid| k.extra.uid.is_none() || k.extra.uid == *uid)
+}
+
 /// Everything a reconcile reads or writes that is not in the caches.
 #[derive(Default)]
 pub struct Memory {
@@ -86,6 +103,16 @@ impl Memory {
         due
     }
 
+    /// How many fleets were Blocked at their last reconcile.
+    pub fn blocked_count(&self) -> usize {
+        self.blocked
+            .lock()
+            .expect("memory")
+            .values()
+            .filter(|b| **b)
+            .count()
+    }
+
     /// Drops what is remembered of one fleet (its watch reported it deleted).
     pub fn forget_fleet(&self, fleet: &CelldFleet) {
         let key = ObjectRef::from_obj(fleet);
@@ -120,12 +147,12 @@ impl Memory {
         pods: impl FnOnce() -> HashSet<String>,
         claims: impl FnOnce() -> HashSet<String>,
     ) {
-        let live: HashSet<Fleet> = fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect();
+        let live = live_fleets(fleets);
         let uids: HashSet<&str> = fleets
             .iter()
             .filter_map(|f| f.metadata.uid.as_deref())
             .collect();
-        self.keep_fleets(|k| live.contains(k), |u| uids.contains(u));
+        self.keep_fleets(|k| is_live(&live, k), |u| uids.contains(u));
         // Both maps are keyed by Pod uid: one scan of the Pod cache serves both.
         if !self.force_retry.lock().expect("memory").is_empty()
             || !self.force_deleted.lock().expect("memory").is_empty()
@@ -256,6 +283,20 @@ mod tests {
         let (a, b) = (fleet(1), fleet(2));
         for f in [&a, &b] {
             let key = ObjectRef::from_obj(&**f);
+            m.views.start(&key, std::time::Duration::ZERO);
+            m.views.finish(
+                key.clone(),
+                View {
+                    at: Instant::now(),
+                    status: celld_api::ApplicationStatus {
+                        converged: "True".into(),
+                        reason: "Converged".into(),
+                        observed_members: 3,
+                        message: None,
+                    },
+                    versions: Vec::new(),
+                },
+            );
             m.wakes.lock().unwrap().insert(key.clone(), Timestamp(1));
             m.blocked.lock().unwrap().insert(key.clone(), true);
             m.failures.lock().unwrap().insert(key.clone(), 1);
@@ -275,6 +316,28 @@ mod tests {
         }
         m.forget_fleet(&b);
         assert_eq!(m.sizes(), [0; 13]);
+    }
+
+    /// A fleet created again under a deleted one's name is not the deleted one: the
+    /// sweep drops what was remembered of the old, whose uid differs.
+    #[test]
+    fn a_fleet_created_again_under_its_name_inherits_nothing() {
+        let m = Memory::default();
+        let old = fleet(1);
+        m.failures
+            .lock()
+            .unwrap()
+            .insert(ObjectRef::from_obj(&*old), 5);
+        let mut new = (*old).clone();
+        new.metadata.uid = Some("uid-new".into());
+        m.forget_gone(&[Arc::new(new)], HashSet::new, HashSet::new);
+        assert!(m.failures.lock().unwrap().is_empty());
+        m.failures
+            .lock()
+            .unwrap()
+            .insert(ObjectRef::from_obj(&*old), 5);
+        m.forget_gone(&[old], HashSet::new, HashSet::new);
+        assert_eq!(m.failures.lock().unwrap().len(), 1, "the same fleet stays");
     }
 
     #[test]

@@ -151,9 +151,9 @@ pub(super) async fn write_status(
             || uids(ctx.stores.pods.state()),
             || uids(ctx.stores.claims.state()),
         );
-        let live: std::collections::HashSet<ObjectRef<CelldFleet>> =
-            fleets.iter().map(|f| ObjectRef::from_obj(&**f)).collect();
-        ctx.metrics.retain_fleets(|k| live.contains(k));
+        let live = super::memory::live_fleets(&fleets);
+        ctx.metrics
+            .retain_fleets(|k| super::memory::is_live(&live, k));
     }
     Ok(held)
 }

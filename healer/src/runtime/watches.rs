@@ -226,8 +226,8 @@ where
 }
 
 /// A watch feeding a store, recording its health, yielding every touched object.
-/// `then` sees each event right after the store took it, before the event triggers a
-/// reconcile (a store's index follows it there).
+/// `then` sees each event right after the store took it (a store's index follows it
+/// there), before the event's object is passed on to trigger a reconcile.
 fn watched<K>(
     key: WatchKey,
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
@@ -239,17 +239,16 @@ where
     K: Resource + Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    // The health is recorded last: a watch is Ok (its list done) only once its store
+    // and index hold that list.
     events
-        .map(move |ev| {
-            health.record(&key, &ev);
-            ev
-        })
         .modify(K::trim)
         .reflect(writer)
         .map(move |ev| {
             if let Ok(ev) = &ev {
                 then(ev);
             }
+            health.record(&key, &ev);
             ev
         })
         .touched_objects()
