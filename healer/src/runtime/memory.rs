@@ -209,6 +209,24 @@ mod tests {
         ))
     }
 
+    /// An application view of `key`, as a finished observation leaves it.
+    fn remember_a_view(m: &Memory, key: &Fleet) {
+        m.views.start(key, std::time::Duration::ZERO);
+        m.views.finish(
+            key.clone(),
+            View {
+                at: Instant::now(),
+                status: celld_api::ApplicationStatus {
+                    converged: "True".into(),
+                    reason: "Converged".into(),
+                    observed_members: 3,
+                    message: None,
+                },
+                versions: Vec::new(),
+            },
+        );
+    }
+
     /// Fleets come and go (a few live at a time, hundreds over the test): every map,
     /// the rendered-Services cache too, holds only the live ones.
     #[test]
@@ -241,20 +259,7 @@ mod tests {
                 .lock()
                 .unwrap()
                 .insert(format!("pod-{i}"), t);
-            m.views.start(&key, std::time::Duration::ZERO);
-            m.views.finish(
-                key,
-                View {
-                    at: Instant::now(),
-                    status: celld_api::ApplicationStatus {
-                        converged: "True".into(),
-                        reason: "Converged".into(),
-                        observed_members: 3,
-                        message: None,
-                    },
-                    versions: Vec::new(),
-                },
-            );
+            remember_a_view(&m, &key);
             let _ = m.services.verify(&f, |_| None);
             live.push(f);
             if live.len() > 3 {
@@ -283,20 +288,7 @@ mod tests {
         let (a, b) = (fleet(1), fleet(2));
         for f in [&a, &b] {
             let key = ObjectRef::from_obj(&**f);
-            m.views.start(&key, std::time::Duration::ZERO);
-            m.views.finish(
-                key.clone(),
-                View {
-                    at: Instant::now(),
-                    status: celld_api::ApplicationStatus {
-                        converged: "True".into(),
-                        reason: "Converged".into(),
-                        observed_members: 3,
-                        message: None,
-                    },
-                    versions: Vec::new(),
-                },
-            );
+            remember_a_view(&m, &key);
             m.wakes.lock().unwrap().insert(key.clone(), Timestamp(1));
             m.blocked.lock().unwrap().insert(key.clone(), true);
             m.failures.lock().unwrap().insert(key.clone(), 1);
