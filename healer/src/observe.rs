@@ -57,6 +57,9 @@ pub enum WorkloadObject<'a> {
 pub struct Inputs<'a> {
     /// The CelldFleet.
     pub fleet: &'a CelldFleet,
+    /// Its spec's problems, [`crate::validity::problems`] of `fleet` (the runtime keeps
+    /// them per spec: [`crate::validity::Remembered`]); not empty: no lifecycle action.
+    pub invalid: &'a [String],
     /// The workload named after the fleet in its namespace, if it exists.
     pub workload: Option<WorkloadObject<'a>>,
     /// Pods labelled with the fleet identity, and Pods labelled
@@ -153,7 +156,7 @@ pub fn identity_owner<'a>(
 
 /// Builds the snapshot of one fleet.
 pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
-    let mut fleet = fleet(i.fleet)?;
+    let mut fleet = fleet(i.fleet, i.invalid)?;
     fleet.identity_conflict = i.identity_conflict.map(str::to_string);
     fleet.reservation = i.reservation.map(|r| Reservation {
         name: reservation_name(
@@ -218,7 +221,7 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
     })
 }
 
-fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
+fn fleet(f: &CelldFleet, invalid: &[String]) -> Result<Fleet, ObserveError> {
     const K: &str = "CelldFleet";
     let m = &f.metadata;
     let spec = &f.spec;
@@ -250,7 +253,7 @@ fn fleet(f: &CelldFleet) -> Result<Fleet, ObserveError> {
         deletion_protected: spec.deletion_protected(),
         identity_conflict: None,
         reservation: None,
-        invalid: crate::validity::problems(f),
+        invalid: invalid.to_vec(),
         has_finalizer: m
             .finalizers
             .as_ref()
@@ -579,6 +582,7 @@ mod tests {
         let c = [claim()];
         snapshot(Inputs {
             fleet: &f,
+            invalid: &crate::validity::problems(&f),
             workload: Some(WorkloadObject::StatefulSet(&s)),
             pods,
             claims: &c,

@@ -152,8 +152,10 @@ pub(super) fn snapshot_of(
                 fleet.spec.storage.prefix.as_deref(),
             ))),
     };
+    let invalid = ctx.memory.validity.problems(fleet);
     let mut snapshot = observe::snapshot(Inputs {
         fleet,
+        invalid: &invalid,
         workload,
         pods: &g.pods,
         claims: &g.claims,

@@ -34,10 +34,22 @@ type Rendered = Arc<Result<Vec<(String, Value)>, String>>;
 
 /// Compares a fleet's live Services with the generator's rendering, and reports the
 /// differences as drift. Caches the rendering per fleet uid and generation (rendering runs
-/// the templates); [`ServiceDrift::retain`] drops fleets that are gone.
+/// the templates), and the last verdict with the live Services it was reached on, by uid
+/// and resourceVersion: a steady reconcile finds the same Services and does not turn them
+/// into JSON and walk them again. [`ServiceDrift::retain`] drops fleets that are gone.
 #[derive(Default)]
 pub struct ServiceDrift {
-    cache: Mutex<HashMap<String, (i64, Rendered)>>,
+    cache: Mutex<HashMap<String, Entry>>,
+}
+
+/// Which version of a live Service a verdict was reached on (`None`: none was found).
+type Seen = Vec<Option<(String, String)>>;
+
+/// One fleet's rendering, and the last verdict on its live Services.
+struct Entry {
+    generation: i64,
+    rendered: Rendered,
+    last: Option<(Seen, Vec<String>)>,
 }
 
 impl ServiceDrift {
@@ -47,27 +59,61 @@ impl ServiceDrift {
         fleet: &CelldFleet,
         live: impl Fn(&str) -> Option<Arc<Service>>,
     ) -> Infrastructure {
-        let rendered = self.rendered(fleet);
+        let uid = fleet.metadata.uid.clone().unwrap_or_default();
+        let generation = fleet.metadata.generation.unwrap_or(0);
+        let rendered = self.rendered(&uid, generation, fleet);
+        let services = match rendered.as_ref() {
+            Err(e) => {
+                return Infrastructure {
+                    drift: vec![format!(
+                        "the fleet cannot be rendered to verify its Services ({e})"
+                    )],
+                };
+            }
+            Ok(services) => services,
+        };
+        let found: Vec<Option<Arc<Service>>> = services.iter().map(|(n, _)| live(n)).collect();
+        // A Service's uid and resourceVersion name its content exactly; one without them
+        // (not from the API server) is compared every time.
+        let seen: Option<Seen> = found
+            .iter()
+            .map(|s| match s {
+                None => Some(None),
+                Some(s) => Some(Some((
+                    s.metadata.uid.clone()?,
+                    s.metadata.resource_version.clone()?,
+                ))),
+            })
+            .collect();
+        if let Some(seen) = &seen
+            && let Some(e) = self.cache.lock().expect("infra cache").get(&uid)
+            && e.generation == generation
+            && let Some((was, drift)) = &e.last
+            && was == seen
+        {
+            return Infrastructure {
+                drift: drift.clone(),
+            };
+        }
         let mut drift = Vec::new();
-        match rendered.as_ref() {
-            Err(e) => drift.push(format!(
-                "the fleet cannot be rendered to verify its Services ({e})"
-            )),
-            Ok(services) => {
-                for (name, want) in services {
-                    match live(name) {
-                        None => drift.push(format!(
-                            "Service {name} is missing or no longer carries the fleet's identity label"
-                        )),
-                        Some(svc) => {
-                            let have = serde_json::to_value(&*svc).unwrap_or(Value::Null);
-                            let mut diffs = Vec::new();
-                            compare(want, &have, "", &mut diffs);
-                            drift.extend(diffs.into_iter().map(|d| format!("Service {name}: {d}")));
-                        }
-                    }
+        for ((name, want), svc) in services.iter().zip(&found) {
+            match svc {
+                None => drift.push(format!(
+                    "Service {name} is missing or no longer carries the fleet's identity label"
+                )),
+                Some(svc) => {
+                    let have = serde_json::to_value(&**svc).unwrap_or(Value::Null);
+                    let mut diffs = Vec::new();
+                    compare(want, &have, "", &mut diffs);
+                    drift.extend(diffs.into_iter().map(|d| format!("Service {name}: {d}")));
                 }
             }
+        }
+        if let Some(seen) = seen
+            && let Some(e) = self.cache.lock().expect("infra cache").get_mut(&uid)
+            && e.generation == generation
+        {
+            e.last = Some((seen, drift.clone()));
         }
         Infrastructure { drift }
     }
@@ -90,19 +136,21 @@ impl ServiceDrift {
         self.len() == 0
     }
 
-    fn rendered(&self, fleet: &CelldFleet) -> Rendered {
-        let uid = fleet.metadata.uid.clone().unwrap_or_default();
-        let generation = fleet.metadata.generation.unwrap_or(0);
-        if let Some((g, r)) = self.cache.lock().expect("infra cache").get(&uid)
-            && *g == generation
+    fn rendered(&self, uid: &str, generation: i64, fleet: &CelldFleet) -> Rendered {
+        if let Some(e) = self.cache.lock().expect("infra cache").get(uid)
+            && e.generation == generation
         {
-            return r.clone();
+            return e.rendered.clone();
         }
         let r: Rendered = Arc::new(render_services(fleet));
-        self.cache
-            .lock()
-            .expect("infra cache")
-            .insert(uid, (generation, r.clone()));
+        self.cache.lock().expect("infra cache").insert(
+            uid.to_string(),
+            Entry {
+                generation,
+                rendered: r.clone(),
+                last: None,
+            },
+        );
         r
     }
 }
@@ -297,6 +345,66 @@ mod rendering_tests {
                 .iter()
                 .any(|d| d.contains("publishNotReadyAddresses")),
             "{drift:?}"
+        );
+    }
+
+    /// The verdict is remembered for the live Services it was reached on, by uid and
+    /// resourceVersion, and for the fleet's generation: a Service edited (a new
+    /// resourceVersion), gone or come back is compared again, as is one without a
+    /// resourceVersion.
+    #[test]
+    fn a_verdict_is_remembered_only_for_the_same_services() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/persistent.yaml"
+        ))
+        .unwrap();
+        let mut fleet = celld_gen::load::load_str(std::path::Path::new("persistent.yaml"), &text)
+            .expect("example loads")
+            .into_fleet();
+        fleet.metadata.uid = Some("fleet-uid".into());
+        fleet.metadata.generation = Some(1);
+        let rendered = render_services(&fleet).unwrap();
+        let live_of = |rv: Option<&str>, drifted: bool| -> Vec<(String, Arc<Service>)> {
+            rendered
+                .clone()
+                .into_iter()
+                .map(|(n, mut v)| {
+                    if drifted && n.ends_with("-peers") {
+                        v["spec"]["publishNotReadyAddresses"] = Value::Bool(false);
+                    }
+                    let mut svc: Service = serde_json::from_value(v).unwrap();
+                    svc.metadata.uid = Some(format!("uid-{n}"));
+                    svc.metadata.resource_version = rv.map(str::to_string);
+                    (n, Arc::new(svc))
+                })
+                .collect()
+        };
+        let verify = |d: &ServiceDrift, fleet: &CelldFleet, live: &[(String, Arc<Service>)]| {
+            d.verify(fleet, |n| {
+                live.iter().find(|(m, _)| m == n).map(|(_, s)| s.clone())
+            })
+            .drift
+        };
+        let d = ServiceDrift::default();
+        assert!(verify(&d, &fleet, &live_of(Some("1"), false)).is_empty());
+        // Edited: a new resourceVersion, a new verdict.
+        let drifted = verify(&d, &fleet, &live_of(Some("2"), true));
+        assert_eq!(drifted.len(), 1, "{drifted:?}");
+        // The same versions: the remembered verdict (the content is not looked at again;
+        // the API server never changes an object without a new resourceVersion).
+        assert_eq!(verify(&d, &fleet, &live_of(Some("2"), false)), drifted);
+        // Without a resourceVersion: compared every time.
+        assert!(verify(&d, &fleet, &live_of(None, false)).is_empty());
+        assert_eq!(verify(&d, &fleet, &live_of(None, true)), drifted);
+        // Gone, then back at the version of the remembered verdict.
+        assert_eq!(verify(&d, &fleet, &[]).len(), 2);
+        assert_eq!(verify(&d, &fleet, &live_of(Some("2"), true)), drifted);
+        // A new generation renders again and compares again.
+        fleet.metadata.generation = Some(2);
+        assert_eq!(
+            verify(&d, &fleet, &live_of(Some("2"), false)),
+            Vec::<String>::new()
         );
     }
 }

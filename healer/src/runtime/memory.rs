@@ -85,6 +85,8 @@ pub struct Memory {
     pub views: Arc<ApplicationViews>,
     /// The rendered Services each fleet's live ones are checked against, per fleet uid.
     pub services: ServiceDrift,
+    /// Each fleet's spec problems, per fleet uid and spec.
+    pub validity: crate::validity::Remembered,
     /// Each capacity-policy fleet's latest observation and history write.
     pub capacity: CapacityMemory,
     /// When the last sweep of gone objects ran ([`SWEEP_EVERY`]).
@@ -135,7 +137,8 @@ impl Memory {
         by(&self.status_written, &keep);
         self.views.retain(&keep);
         self.capacity.retain(&keep);
-        self.services.retain(keep_uid);
+        self.services.retain(&keep_uid);
+        self.validity.retain(&keep_uid);
     }
 
     /// Drops what is remembered of fleets, Pods and claims that are gone. `pods` and
@@ -171,7 +174,7 @@ impl Memory {
     }
 
     /// How many entries each map holds (for the test that memory stays flat).
-    pub fn sizes(&self) -> [usize; 13] {
+    pub fn sizes(&self) -> [usize; 14] {
         fn n<K, V>(m: &Mutex<HashMap<K, V>>) -> usize {
             m.lock().expect("memory").len()
         }
@@ -189,6 +192,7 @@ impl Memory {
             self.views.len(),
             self.services.len(),
             self.capacity.len(),
+            self.validity.len(),
         ]
     }
 }
@@ -261,6 +265,7 @@ mod tests {
                 .insert(format!("pod-{i}"), t);
             remember_a_view(&m, &key);
             let _ = m.services.verify(&f, |_| None);
+            let _ = m.validity.problems(&f);
             live.push(f);
             if live.len() > 3 {
                 live.remove(0);
@@ -278,7 +283,7 @@ mod tests {
             }
         }
         m.forget_gone(&[], HashSet::new, HashSet::new);
-        assert_eq!(m.sizes(), [0; 13]);
+        assert_eq!(m.sizes(), [0; 14]);
     }
 
     /// A deleted fleet is forgotten at once, every map of it; the others stay.
@@ -300,6 +305,7 @@ mod tests {
                 .unwrap()
                 .insert(key.clone(), Instant::now());
             let _ = m.services.verify(f, |_| None);
+            let _ = m.validity.problems(f);
         }
         let both = m.sizes();
         m.forget_fleet(&a);
@@ -307,7 +313,7 @@ mod tests {
             assert_eq!(after, before / 2, "map {which}");
         }
         m.forget_fleet(&b);
-        assert_eq!(m.sizes(), [0; 13]);
+        assert_eq!(m.sizes(), [0; 14]);
     }
 
     /// A fleet created again under a deleted one's name is not the deleted one: the

@@ -298,6 +298,7 @@ mod tests {
     ) -> Snapshot {
         observe::snapshot(Inputs {
             fleet,
+            invalid: &crate::validity::problems(fleet),
             workload,
             pods,
             claims,
