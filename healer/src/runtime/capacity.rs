@@ -197,7 +197,10 @@ pub(super) async fn evaluate_fleet(
                 .collect(
                     ns,
                     &fleet.spec.identity,
-                    own_members(g, fleet, &ctx.memory.force_deleted),
+                    own_members(g, fleet, &ctx.memory.force_deleted)
+                        .into_iter()
+                        .cloned()
+                        .collect(),
                 )
                 .await;
             ctx.metrics

@@ -23,6 +23,7 @@ use super::cli::HaltPoint;
 use super::events::Events;
 use super::http::Health;
 use super::leader::Gate;
+use super::members::Observing;
 use super::memory::Memory;
 use super::metrics::Metrics;
 use super::reconcile::{Reconciler, error_policy, reconcile};
@@ -126,9 +127,16 @@ impl Controller {
             metrics: s.metrics.clone(),
             events: Events::new(s.client.clone(), &s.identity, s.metrics.clone()),
             halt_after: s.halt_after,
-            application_interval: s.application_interval,
+            observing: (!s.application_interval.is_zero()).then(|| {
+                let gate = s.gate.clone();
+                Observing {
+                    interval: s.application_interval,
+                    may_observe: Arc::new(move || gate.may_act()),
+                    poke: poke_tx,
+                    observed: s.metrics.application_observations.clone(),
+                }
+            }),
             memory,
-            poke: poke_tx,
             slots: tokio::sync::Semaphore::new(CONCURRENCY),
         });
         let poked =

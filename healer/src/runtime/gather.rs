@@ -193,7 +193,7 @@ pub(super) fn snapshot_of(
 /// while observation is off (`--application-interval 0s`) or the fleet is being
 /// deleted, so the status keeps what it had.
 fn application_view(ctx: &Reconciler, fleet: &CelldFleet) -> Option<ApplicationView> {
-    if ctx.application_interval.is_zero() || fleet.metadata.deletion_timestamp.is_some() {
+    if ctx.observing.is_none() || fleet.metadata.deletion_timestamp.is_some() {
         return None;
     }
     let v = ctx.memory.views.view(&ObjectRef::from_obj(fleet))?;
@@ -242,11 +242,11 @@ pub(super) fn pod_named(stores: &Stores, fleet: &CelldFleet, action: &Action) ->
 /// its ReplicaSets), never another fleet's that shares the identity, and none this
 /// process force-deleted (`force_deleted`, by uid): gone or going, never asked about
 /// the application or its load.
-pub(super) fn own_members(
-    g: &Gathered,
+pub(super) fn own_members<'g>(
+    g: &'g Gathered,
     fleet: &CelldFleet,
     force_deleted: &Mutex<HashMap<String, Timestamp>>,
-) -> Vec<Pod> {
+) -> Vec<&'g Pod> {
     let force_deleted = force_deleted.lock().expect("force deleted");
     let identity = fleet.spec.identity.as_str();
     let owners: std::collections::HashSet<&str> = g
@@ -280,7 +280,6 @@ pub(super) fn own_members(
                 .flatten()
                 .any(|o| o.controller == Some(true) && owners.contains(o.uid.as_str()))
         })
-        .cloned()
         .collect()
 }
 

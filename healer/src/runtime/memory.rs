@@ -215,9 +215,8 @@ mod tests {
 
     /// An application view of `key`, as a finished observation leaves it.
     fn remember_a_view(m: &Memory, key: &Fleet) {
-        m.views.start(key, std::time::Duration::ZERO);
-        m.views.finish(
-            key.clone(),
+        m.views.remember(
+            key,
             View {
                 at: Instant::now(),
                 status: celld_api::ApplicationStatus {

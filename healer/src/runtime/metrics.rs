@@ -142,6 +142,8 @@ pub struct Metrics {
     pub force_deletes_ridden: Counter,
     /// Status patches sent (each with the fleet's resourceVersion as precondition).
     pub status_writes: Counter,
+    /// Application observations of a fleet's members made.
+    pub application_observations: Counter,
     /// Duration of one capacity observation of a fleet's members.
     pub capacity_collect_seconds: Histogram,
     /// Capacity history annotation patches sent.
@@ -190,6 +192,7 @@ impl Metrics {
         let fresh_reads = Counter::default();
         let force_deletes_ridden = Counter::default();
         let status_writes = Counter::default();
+        let application_observations = Counter::default();
         let capacity_collect_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
         let capacity_history_writes = Counter::default();
         let capacity_desired = Family::<FleetLabels, Gauge>::default();
@@ -236,6 +239,11 @@ impl Metrics {
             "celld_healer_status_writes",
             "Status patches sent, each guarded by the resourceVersion it was computed from",
             status_writes.clone(),
+        );
+        registry.register(
+            "celld_healer_application_observations",
+            "Observations of a fleet's members' application view (each asks every member once)",
+            application_observations.clone(),
         );
         registry.register(
             "celld_healer_fresh_reads",
@@ -322,6 +330,7 @@ impl Metrics {
             fresh_reads,
             force_deletes_ridden,
             status_writes,
+            application_observations,
             capacity_collect_seconds,
             capacity_history_writes,
             capacity_desired,

@@ -30,6 +30,7 @@ use super::events::Events;
 use super::fresh::{self, Gathered};
 use super::gather::{gather, own_members, pod_named, snapshot_of};
 use super::leader::Gate;
+use super::members::{Member, Observing, Target};
 use super::memory::Memory;
 use super::metrics::Metrics;
 use super::served::Served;
@@ -59,12 +60,11 @@ pub(super) struct Reconciler {
     pub(super) metrics: Arc<Metrics>,
     pub(super) events: Events,
     pub(super) halt_after: Option<HaltPoint>,
-    /// Application observation interval (zero: off).
-    pub(super) application_interval: Duration,
+    /// How the members' application is observed (`None`: off,
+    /// `--application-interval 0s`).
+    pub(super) observing: Option<Observing>,
     /// Per fleet, Pod and claim, between reconciles.
     pub(super) memory: Arc<Memory>,
-    /// Asks for a reconcile of a fleet (a finished application observation).
-    pub(super) poke: tokio::sync::mpsc::UnboundedSender<ObjectRef<CelldFleet>>,
     /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
     /// due fleet waits in line, first come first served, however busy the others are.
     pub(super) slots: tokio::sync::Semaphore,
@@ -274,6 +274,7 @@ pub(super) async fn reconcile(
     // Fleets outside the served namespaces or in another shard are watched (the identity
     // check reads every fleet), never acted on.
     if !ctx.served.serves(ctx.shard, &fleet) {
+        ctx.memory.views.untrack(&ObjectRef::from_obj(&*fleet));
         return Ok(KAction::await_change());
     }
     // Closed only at shutdown, when nothing is reconciled any more.
@@ -428,7 +429,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         ctx.metrics.reconcile("idle");
         ctx.memory.failures.lock().expect("failures").remove(&key);
     }
-    let app_next = observe_application(ctx, &key, &fleet, &g, &plan);
+    track_application(ctx, &key, &fleet, &g, &plan);
     // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
     // the status follows from the reconcile its watch event triggers.
     let fleet_written = matches!(
@@ -448,10 +449,10 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         step = KAction::requeue(Duration::from_secs(30));
         wake_ms = Some(30_000);
     }
-    // The earliest of decide's wake-up, the next application observation, the next
-    // capacity observation (each fleet with a policy asks for its own, so there is no
-    // loop over all fleets) and a status held back (`STATUS_EVERY`).
-    let sooner = [app_next, capacity.next, status_next]
+    // The earliest of decide's wake-up, the next capacity observation (each fleet with
+    // a policy asks for its own, so there is no loop over all fleets) and a status held
+    // back (`STATUS_EVERY`). The application observation keeps its own clock.
+    let sooner = [capacity.next, status_next]
         .into_iter()
         .flatten()
         .min()
@@ -689,52 +690,31 @@ async fn execute(
     Ok(Executed::Made)
 }
 
-/// Starts the next observation of the members' application view in the background when
-/// it is due, and says when the one after is due. (The latest view reaches the status
-/// through the snapshot: [`super::gather::snapshot_of`].)
-fn observe_application(
+/// Hands the fleet's members to its application observer (which runs on its own clock:
+/// [`super::members`]), or stops it while the fleet is being deleted. The latest view
+/// reaches the status through the snapshot ([`super::gather::snapshot_of`]).
+fn track_application(
     ctx: &Arc<Reconciler>,
     key: &ObjectRef<CelldFleet>,
     fleet: &CelldFleet,
     g: &Gathered,
     plan: &Plan,
-) -> Option<Duration> {
-    let interval = ctx.application_interval;
-    if interval.is_zero() || fleet.metadata.deletion_timestamp.is_some() {
-        return None;
-    }
-    let view = ctx.memory.views.view(key);
-    // A fleet that has not converged (members starting, moving cells, unreachable) is
-    // looked at again sooner.
-    let interval = match &view {
-        Some(v) if v.status.converged != "True" => interval.min(Duration::from_secs(5)),
-        _ => interval,
+) {
+    let Some(how) = &ctx.observing else {
+        return;
     };
-    if plan.action.is_none() && ctx.memory.views.start(key, interval) {
-        let members = own_members(g, fleet, &ctx.memory.force_deleted);
-        let expected = plan.status.applied_members.unwrap_or(0).max(0) as usize;
-        let (views, poke, key) = (ctx.memory.views.clone(), ctx.poke.clone(), key.clone());
-        let before = view.map(|v| (v.status, v.versions));
-        tokio::spawn(async move {
-            let view = super::members::observe(members, expected).await;
-            let changed = before.as_ref() != Some(&(view.status.clone(), view.versions.clone()));
-            views.finish(key.clone(), view);
-            // Only a changed view needs a reconcile (to write it into the status).
-            if changed {
-                let _ = poke.send(key);
-            }
-        });
-        // The next observation is due one interval from now.
-        return Some(interval);
+    if fleet.metadata.deletion_timestamp.is_some() {
+        ctx.memory.views.untrack(key);
+        return;
     }
-    if ctx.memory.views.in_flight(key) {
-        return None;
-    }
-    view.map(|v| {
-        interval
-            .saturating_sub(v.at.elapsed())
-            .max(Duration::from_millis(100))
-    })
+    let target = Target {
+        members: own_members(g, fleet, &ctx.memory.force_deleted)
+            .into_iter()
+            .map(Member::of)
+            .collect(),
+        expected: plan.status.applied_members.unwrap_or(0).max(0) as usize,
+    };
+    ctx.memory.views.track(key, target, how);
 }
 
 #[cfg(test)]

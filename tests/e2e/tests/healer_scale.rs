@@ -197,10 +197,18 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
     let window = Duration::from_secs(60);
     let m0 = api_requests(&env.h(h).metrics_text().await?);
     let r0 = env.h(h).metric("celld_healer_reconciles_total").await?;
+    let o0 = env
+        .h(h)
+        .metric("celld_healer_application_observations_total")
+        .await?;
     let c0 = cpu_now()?;
     tokio::time::sleep(window).await;
     let m1 = api_requests(&env.h(h).metrics_text().await?);
     let r1 = env.h(h).metric("celld_healer_reconciles_total").await?;
+    let o1 = env
+        .h(h)
+        .metric("celld_healer_application_observations_total")
+        .await?;
     let cpu = cpu_now()? - c0;
     let mut diff: BTreeMap<String, f64> = BTreeMap::new();
     for (k, v) in &m1 {
@@ -211,8 +219,9 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
     }
     let total: f64 = diff.values().sum();
     eprintln!(
-        "[scale] steady state, {n} fleets, {window:?}: {total} requests ({diff:?}); {} reconciles (application observations); {cpu:.2} CPU s",
-        r1 - r0
+        "[scale] steady state, {n} fleets, {window:?}: {total} requests ({diff:?}); {} reconciles; {} application observations; {cpu:.2} CPU s",
+        r1 - r0,
+        o1 - o0
     );
     for (k, v) in &diff {
         let lease = k.ends_with(" leases");
@@ -234,8 +243,10 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
     ensure!(writes == 0.0, "steady-state writes at {n} fleets: {diff:?}");
     // An empty f64 sum is -0.0; print it as 0.
     let writes = writes.abs();
-    // The only reconciles in steady state are the application observations (one per
-    // fleet per --application-interval, 60 s by default); they wrote nothing.
+    // The members' application is observed once per fleet per --application-interval
+    // (60 s by default), on its own clock: a fleet is reconciled only when something
+    // changed (its view included), so a steady fleet costs an observation and no
+    // reconcile.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kib = |name: &str| -> u64 {
         status
@@ -256,12 +267,13 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         healer_bin()?.display()
     );
     eprintln!(
-        "[scale-row] fleets={n} pods={} ready_s={:.1} rss_mib={:.1} rss_per_fleet_kib={:.0} cpu_s_per_min={cpu:.2} requests_per_min={total} writes_per_min={writes} reconciles_per_min={}",
+        "[scale-row] fleets={n} pods={} ready_s={:.1} rss_mib={:.1} rss_per_fleet_kib={:.0} cpu_s_per_min={cpu:.2} requests_per_min={total} writes_per_min={writes} reconciles_per_min={} observations_per_min={}",
         3 * n,
         ready.as_secs_f64(),
         rss as f64 / 1024.0,
         rss as f64 / n as f64,
-        r1 - r0
+        r1 - r0,
+        o1 - o0
     );
     Ok(())
 }
