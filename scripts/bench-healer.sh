@@ -83,8 +83,8 @@ table() {
 }
 
 TABLE="$(table scale-row \
-  'fleets (Pods)|all Ready after|resident memory|per fleet|CPU per steady minute|API requests per steady minute|of which writes|reconciles per minute|application observations per minute' \
-  '| {fleets} ({pods}) | {ready_s} s | {rss_mib} MiB | {rss_per_fleet_kib} KiB | {cpu_s_per_min} s | {requests_per_min} | {writes_per_min} | {reconciles_per_min} | {observations_per_min} |')"
+  'fleets (Pods)|all Ready after|resident memory|per fleet|CPU per steady minute|API requests per steady minute|of which writes|reconciles per minute|application observations per minute|watch events per minute' \
+  '| {fleets} ({pods}) | {ready_s} s | {rss_mib} MiB | {rss_per_fleet_kib} KiB | {cpu_s_per_min} s | {requests_per_min} | {writes_per_min} | {reconciles_per_min} | {observations_per_min} | {watch_events_per_min} |')"
 [[ $(grep -c '^| [0-9]' <<<"$TABLE") -ge 1 ]] || { echo "no [scale-row] in $LOG" >&2; exit 1; }
 # The bursts, one row per count.
 BURSTS="$(table burst-row \

@@ -14,8 +14,13 @@
 //! | `celld_healer_fleets_served` | gauge | the fleets this replica serves (in its namespaces and its shard), counted at each scrape |
 //! | `celld_healer_fleets_reconciled` | gauge | the distinct fleets this replica has reconciled since it last became leader (0 on a standby); equal to `celld_healer_fleets_served` once it has caught up |
 //! | `celld_healer_watch_healthy` | gauge | `resource`: 1 once listed and while the watch works |
+//! | `celld_healer_watch_events_total` | counter | `resource`: objects changed or deleted as the watches reported them (lists not counted); what a steady state still costs |
 //! | `celld_healer_capacity_collect_duration_seconds` | histogram | one observation of a fleet's members |
 //! | `celld_healer_capacity_history_writes_total` | counter | patches of the capacity history annotation |
+//! | `celld_healer_status_writes_total` | counter | status patches sent |
+//! | `celld_healer_fresh_reads_total` | counter | fresh reads of a fleet, each confirming a destructive write |
+//! | `celld_healer_force_deletes_ridden_total` | counter | force deletes sent with their fleet's first, on its fresh read |
+//! | `celld_healer_application_observations_total` | counter | observations of a fleet's members' application view, each on the fleet's own clock (`runtime/members.rs`), not a reconcile |
 //! | `celld_fleet_capacity_desired_members` | gauge | `namespace`, `fleet`: what the capacity evaluator wants |
 //! | `celld_fleet_capacity_applied_members` | gauge | `namespace`, `fleet`: the workload's replicas |
 //! | `celld_fleet_capacity_window_samples` | gauge | `namespace`, `fleet`: samples in the stabilization window under way (0: none) |
@@ -127,6 +132,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Watch health.
     pub watch_healthy: Family<ResourceLabel, Gauge>,
+    /// Watch events (applied or deleted objects, not listings), by resource.
+    pub watch_events: Family<ResourceLabel, Counter>,
     /// Fleets served (namespaces and shard), set from [`Metrics::count_served_with`] at
     /// each scrape.
     pub fleets_served: Gauge,
@@ -187,6 +194,7 @@ impl Metrics {
         );
         let leader = Gauge::default();
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
+        let watch_events = Family::<ResourceLabel, Counter>::default();
         let fleets_served = Gauge::default();
         let fleets_reconciled = Gauge::default();
         let fresh_reads = Counter::default();
@@ -302,6 +310,11 @@ impl Metrics {
             watch_healthy.clone(),
         );
         registry.register(
+            "celld_healer_watch_events",
+            "Objects changed or deleted as a watch reported them (listings not counted), by resource",
+            watch_events.clone(),
+        );
+        registry.register(
             "celld_healer_fleets_served",
             "Fleets this replica serves: in its namespaces and its shard",
             fleets_served.clone(),
@@ -323,6 +336,7 @@ impl Metrics {
             api_request_seconds,
             leader,
             watch_healthy,
+            watch_events,
             fleets_served,
             fleets_reconciled,
             reconciled: Mutex::new(HashSet::new()),
@@ -466,6 +480,20 @@ impl Metrics {
         self.reconciles.get_or_create(&ResultLabel { result }).inc();
     }
 
+    /// Counts a watch event that changed or deleted an object (not a listing).
+    pub fn watch_event<K>(
+        &self,
+        resource: &'static str,
+        ev: &Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>,
+    ) {
+        use kube::runtime::watcher::Event;
+        if let Ok(Event::Apply(_) | Event::Delete(_)) = ev {
+            self.watch_events
+                .get_or_create(&ResourceLabel { resource })
+                .inc();
+        }
+    }
+
     /// Counts an error.
     pub fn error(&self, kind: &'static str) {
         self.errors.get_or_create(&KindLabel { kind }).inc();
@@ -526,6 +554,28 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("celld_healer_blocked_fleets 0"), "{text}");
+    }
+
+    #[test]
+    fn a_watch_event_is_counted_and_a_listing_is_not() {
+        use kube::runtime::watcher::{Error, Event};
+        let m = Metrics::new();
+        let pod = || k8s_openapi::api::core::v1::Pod::default();
+        let events: [Result<Event<_>, Error>; 5] = [
+            Ok(Event::Init),
+            Ok(Event::InitApply(pod())),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(pod())),
+            Ok(Event::Delete(pod())),
+        ];
+        for ev in &events {
+            m.watch_event("pods", ev);
+        }
+        let text = m.encode();
+        assert!(
+            text.contains("celld_healer_watch_events_total{resource=\"pods\"} 2"),
+            "{text}"
+        );
     }
 
     fn key(i: usize) -> ObjectRef<CelldFleet> {

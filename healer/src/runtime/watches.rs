@@ -123,6 +123,7 @@ impl WatchHealth {
     fn record<K>(&self, key: &WatchKey, ev: &Result<Event<K>, watcher::Error>) {
         let name = key.0;
         let ns = key.1.as_deref().unwrap_or("<all>");
+        self.metrics.watch_event(name, ev);
         let next = match ev {
             Err(e) => Some(WatchState::Failed(e.to_string())),
             Ok(Event::InitDone) | Ok(Event::Apply(_)) | Ok(Event::Delete(_)) => {

@@ -126,6 +126,7 @@ impl Zones {
         ev: &Result<Event<K>, watcher::Error>,
         entry: impl Fn(&K) -> (String, Option<String>),
     ) -> Vec<String> {
+        self.metrics.watch_event(w.resource(), ev);
         let mut tables = self.tables.lock().expect("zones");
         let Some((table, state)) = tables.get_mut(&w) else {
             return Vec::new();

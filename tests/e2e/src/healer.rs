@@ -328,6 +328,18 @@ pub fn sum_metric(text: &str, prefix: &str) -> f64 {
 }
 
 /// Parsed `celld_healer_api_requests_total` samples: (verb, resource) -> count.
+/// `celld_healer_watch_events_total` by resource.
+pub fn watch_events(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("celld_healer_watch_events_total{resource=\""))
+        .filter_map(|l| {
+            let (resource, rest) = l.split_once('"')?;
+            let value = rest.rsplit(' ').next()?.parse().ok()?;
+            Some((resource.to_string(), value))
+        })
+        .collect()
+}
+
 pub fn api_requests(text: &str) -> BTreeMap<(String, String), f64> {
     let mut out = BTreeMap::new();
     for l in text

@@ -195,7 +195,8 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
     let pid = env.h(h).pid().context("the healer runs")?;
     let cpu_now = || env.h(h).cpu_seconds().context("the healer's CPU time");
     let window = Duration::from_secs(60);
-    let m0 = api_requests(&env.h(h).metrics_text().await?);
+    let t0 = env.h(h).metrics_text().await?;
+    let (m0, w0) = (api_requests(&t0), watch_events(&t0));
     let r0 = env.h(h).metric("celld_healer_reconciles_total").await?;
     let o0 = env
         .h(h)
@@ -203,7 +204,8 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         .await?;
     let c0 = cpu_now()?;
     tokio::time::sleep(window).await;
-    let m1 = api_requests(&env.h(h).metrics_text().await?);
+    let t1 = env.h(h).metrics_text().await?;
+    let (m1, w1) = (api_requests(&t1), watch_events(&t1));
     let r1 = env.h(h).metric("celld_healer_reconciles_total").await?;
     let o1 = env
         .h(h)
@@ -218,6 +220,15 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         }
     }
     let total: f64 = diff.values().sum();
+    // What the watches still deliver in a steady minute: each event is an object to
+    // decode and cache, so it costs CPU even when no fleet is reconciled.
+    let events: BTreeMap<&String, f64> = w1
+        .iter()
+        .map(|(k, v)| (k, v - w0.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d > 0.0)
+        .collect();
+    let events_total: f64 = events.values().sum();
+    eprintln!("[scale] steady state, {n} fleets: {events_total} watch events ({events:?})");
     eprintln!(
         "[scale] steady state, {n} fleets, {window:?}: {total} requests ({diff:?}); {} reconciles; {} application observations; {cpu:.2} CPU s",
         r1 - r0,
@@ -267,7 +278,7 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         healer_bin()?.display()
     );
     eprintln!(
-        "[scale-row] fleets={n} pods={} ready_s={:.1} rss_mib={:.1} rss_per_fleet_kib={:.0} cpu_s_per_min={cpu:.2} requests_per_min={total} writes_per_min={writes} reconciles_per_min={} observations_per_min={}",
+        "[scale-row] fleets={n} pods={} ready_s={:.1} rss_mib={:.1} rss_per_fleet_kib={:.0} cpu_s_per_min={cpu:.2} requests_per_min={total} writes_per_min={writes} reconciles_per_min={} observations_per_min={} watch_events_per_min={events_total}",
         3 * n,
         ready.as_secs_f64(),
         rss as f64 / 1024.0,
