@@ -3,8 +3,9 @@
 //!
 //! Each member Pod is asked `GET http://<exact Pod IP>:8081/state?view=application`
 //! directly (never through a Service), one request per member, concurrently, with a 1 s
-//! connect and 2 s overall timeout and a 1 MiB body limit. A member that is not ready, has
-//! no IP or does not answer counts as unavailable.
+//! connect and 2 s overall timeout and a 1 MiB body limit, on the connection kept open
+//! since the fleet's last observation when there is one ([`Connections`]). A member that
+//! is not ready, has no IP or does not answer counts as unavailable.
 //!
 //! Observations run on their own clock, apart from the reconciles, so a fleet where
 //! nothing changes costs one observation per `--application-interval` (5 s at most while
@@ -23,8 +24,8 @@
 //! changed. The view never gates anything (rule A4).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use celld_api::ApplicationStatus;
@@ -179,6 +180,7 @@ impl ApplicationViews {
     /// changed, waits an interval, and again, until the fleet is forgotten or this
     /// replica may not write.
     async fn observer(self: Arc<Self>, key: Fleet, observer: u64, how: Observing) {
+        let mut connections = Connections::default();
         loop {
             let target = {
                 let mut tracked = self.tracked.lock().expect("tracked");
@@ -193,7 +195,7 @@ impl ApplicationViews {
                     _ => return,
                 }
             };
-            let view = observe(&target.members, target.expected).await;
+            let view = observe(&target.members, target.expected, &mut connections).await;
             how.observed.inc();
             let settled = view.status.converged == "True";
             let Some(changed) = self.finish(&key, observer, view) else {
@@ -287,23 +289,43 @@ pub(crate) fn started(p: &Pod) -> Option<Timestamp> {
 }
 
 /// Asks every member and aggregates; `expected` is the number of members the workload
-/// asks for.
-pub async fn observe(members: &[Member], expected: usize) -> View {
-    let asks = members.iter().map(|m| async move {
-        let answer = match &m.ip {
-            _ if m.terminating => Answer::Failed("terminating".into()),
-            _ if !m.ready => Answer::Failed("not ready".into()),
-            None => Answer::Failed("no Pod IP".into()),
-            Some(ip) => fetch(ip, MEMBER_PORT, "/state?view=application").await,
-        };
-        application::read(&Observation {
-            member: m.name.clone(),
-            received: now(),
-            container_started: m.started,
-            answer,
-        })
+/// asks for. `connections` are those kept from the fleet's last observation; it ends
+/// holding those to keep for the next.
+pub(crate) async fn observe(
+    members: &[Member],
+    expected: usize,
+    connections: &mut Connections,
+) -> View {
+    let mut kept = std::mem::take(&mut connections.0);
+    let asks = members.iter().map(|m| {
+        let key = m.ip.clone().map(|ip| (m.name.clone(), ip));
+        let conn = key.as_ref().and_then(|k| kept.remove(k));
+        async move {
+            let (answer, conn) = match &m.ip {
+                _ if m.terminating => (Answer::Failed("terminating".into()), None),
+                _ if !m.ready => (Answer::Failed("not ready".into()), None),
+                None => (Answer::Failed("no Pod IP".into()), None),
+                Some(ip) => fetch_on(conn, ip, MEMBER_PORT, "/state?view=application").await,
+            };
+            let reading = application::read(&Observation {
+                member: m.name.clone(),
+                received: now(),
+                container_started: m.started,
+                answer,
+            });
+            (reading, key.zip(conn))
+        }
     });
-    let readings: Vec<Reading> = futures::future::join_all(asks).await;
+    let asked: Vec<_> = futures::future::join_all(asks.collect::<Vec<_>>()).await;
+    // What is left in `kept` belongs to members no longer asked: closed here.
+    drop(kept);
+    let mut readings: Vec<Reading> = Vec::with_capacity(asked.len());
+    for (reading, conn) in asked {
+        readings.push(reading);
+        if let Some((key, conn)) = conn {
+            connections.0.insert(key, conn);
+        }
+    }
     let (status, versions) = application::aggregate(&readings, expected);
     View {
         at: Instant::now(),
@@ -315,51 +337,186 @@ pub async fn observe(members: &[Member], expected: usize) -> View {
 /// The port members answer `/state` on.
 pub(crate) const MEMBER_PORT: u16 = 8081;
 
+/// The connections one fleet's observer keeps open to its members between observations,
+/// by member name and IP. Opening a TCP connection costs the healer more than the
+/// request on it (most of an observation's CPU was connecting and closing), so a member
+/// asked once a minute is asked on the connection of the minute before, as an HTTP/1.1
+/// client pool does. A connection is kept only after a complete `200` answer that did not
+/// say `Connection: close`; one found closed, or failing before any answer, is replaced
+/// by a new one at once (a GET of a read-only view, so asking again is harmless). A
+/// member that left the fleet, or changed IP, has its connection closed at the next
+/// observation. Dropped with its observer.
+#[derive(Default)]
+pub(crate) struct Connections(HashMap<(String, String), Kept>);
+
+/// An open connection kept for the next request, holding one of the process's
+/// [`Slot`]s.
+pub(crate) struct Kept {
+    stream: TcpStream,
+    _slot: Slot,
+}
+
+/// One of the file descriptors the kept connections may use: at most half of the
+/// process's open-file limit, so the API connections, the watches and the metrics
+/// server never run short; past it a member is asked on a connection of its own, closed
+/// after the answer, as before.
+struct Slot;
+
+static SLOTS_USED: AtomicUsize = AtomicUsize::new(0);
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        static LIMIT: OnceLock<usize> = OnceLock::new();
+        let limit = *LIMIT.get_or_init(|| {
+            rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                .current
+                .map_or(usize::MAX, |n| usize::try_from(n / 2).unwrap_or(usize::MAX))
+        });
+        let used = SLOTS_USED.fetch_add(1, Ordering::Relaxed);
+        if used < limit {
+            Some(Slot)
+        } else {
+            SLOTS_USED.fetch_sub(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        SLOTS_USED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Kept {
+    /// The connection, if the member has not closed it meanwhile (a closed one reads
+    /// end-of-file at once, an open and idle one would block; anything else, such as
+    /// bytes nobody asked for, makes it unusable).
+    fn open(self) -> Option<(TcpStream, Slot)> {
+        let mut probe = [0u8; 1];
+        match self.stream.try_read(&mut probe) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some((self.stream, self._slot)),
+            _ => None,
+        }
+    }
+}
+
 /// `GET http://<ip>:<port><path>`: one connection, GET only, no redirects followed (a
 /// redirect is the answer), 1 s to connect, 2 s in all, the body limited to 1 MiB.
 pub(crate) async fn fetch(ip: &str, port: u16, path: &str) -> Answer {
+    fetch_on(None, ip, port, path).await.0
+}
+
+/// [`fetch`] on `kept` if it is still open, else on a new connection (within the same
+/// 2 s); returns the connection to keep for the next request, if the answer allows it.
+async fn fetch_on(kept: Option<Kept>, ip: &str, port: u16, path: &str) -> (Answer, Option<Kept>) {
     let addr = format!("{ip}:{port}");
     let call = async {
+        if let Some((stream, slot)) = kept.and_then(Kept::open) {
+            // Closed under us before answering (`Unanswered`): ask on a new connection.
+            if let Ok((answer, stream)) = exchange(stream, &addr, path).await {
+                return Ok((answer, keep(stream, Some(slot))));
+            }
+        }
         let Ok(stream) =
             tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr)).await
         else {
-            return Ok(Answer::Slow);
+            return Ok((Answer::Slow, None));
         };
         let stream = stream.map_err(|e| format!("connect: {e}"))?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("handshake: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let req = hyper::Request::get(path)
-            .header(hyper::header::HOST, &addr)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| format!("request: {e}"))?;
-        let status = resp.status().as_u16();
-        if status != 200 {
-            return Ok(Answer::Status(status));
-        }
-        let body = match Limited::new(resp.into_body(), application::MAX_BODY_BYTES)
-            .collect()
-            .await
-        {
-            Ok(b) => b.to_bytes(),
-            Err(e) if e.is::<LengthLimitError>() => return Ok(Answer::TooLarge),
-            Err(e) => return Err(format!("body: {e}")),
-        };
-        Ok::<_, String>(Answer::Body(body.to_vec()))
+        let (answer, stream) = exchange(stream, &addr, path).await.map_err(|e| e.0)?;
+        Ok::<_, String>((answer, keep(stream, None)))
     };
     match tokio::time::timeout(Duration::from_secs(2), call).await {
         Ok(Ok(a)) => a,
-        Ok(Err(e)) => Answer::Failed(e),
-        Err(_) => Answer::Slow,
+        Ok(Err(e)) => (Answer::Failed(e), None),
+        Err(_) => (Answer::Slow, None),
     }
+}
+
+fn keep(stream: Option<TcpStream>, slot: Option<Slot>) -> Option<Kept> {
+    let stream = stream?;
+    let slot = slot.or_else(Slot::take)?;
+    Some(Kept {
+        stream,
+        _slot: slot,
+    })
+}
+
+/// A request that got no answer at all (the connection failed or closed before the
+/// response's status line).
+struct Unanswered(String);
+
+/// One request and its answer on `stream`, and the stream back when it may carry the
+/// next request (the answer was a complete `200` over HTTP/1.1 without
+/// `Connection: close`, and nothing followed it).
+async fn exchange(
+    stream: TcpStream,
+    addr: &str,
+    path: &str,
+) -> Result<(Answer, Option<TcpStream>), Unanswered> {
+    let (mut sender, mut conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| Unanswered(format!("handshake: {e}")))?;
+    let req = hyper::Request::get(path)
+        .header(hyper::header::HOST, addr)
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| Unanswered(e.to_string()))?;
+    // The sender moves in, so it is dropped once the answer is read: the connection
+    // then ends, idle, and hands its stream back.
+    let ask = async move {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| Unanswered(format!("request: {e}")))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Ok((Answer::Status(status), false));
+        }
+        let reusable = resp.version() == hyper::Version::HTTP_11
+            && !resp
+                .headers()
+                .get_all(hyper::header::CONNECTION)
+                .iter()
+                .any(|v| {
+                    v.to_str()
+                        .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
+                });
+        let answer = match Limited::new(resp.into_body(), application::MAX_BODY_BYTES)
+            .collect()
+            .await
+        {
+            Ok(b) => Answer::Body(b.to_bytes().to_vec()),
+            Err(e) if e.is::<LengthLimitError>() => return Ok((Answer::TooLarge, false)),
+            Err(e) => return Ok((Answer::Failed(format!("body: {e}")), false)),
+        };
+        Ok((answer, reusable))
+    };
+    tokio::pin!(ask);
+    // Drive the connection while the answer is read. It ends early only on an error,
+    // which the answer then reports.
+    let mut ended = None;
+    let (answer, reusable) = loop {
+        tokio::select! {
+            r = &mut ask => break r?,
+            e = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)), if ended.is_none() => {
+                ended = Some(e.is_ok());
+            }
+        }
+    };
+    if !reusable {
+        return Ok((answer, None));
+    }
+    let idle = match ended {
+        Some(ok) => ok,
+        None => std::future::poll_fn(|cx| conn.poll_without_shutdown(cx))
+            .await
+            .is_ok(),
+    };
+    let parts = conn.into_parts();
+    let stream = (idle && parts.read_buf.is_empty()).then(|| parts.io.into_inner());
+    Ok((answer, stream))
 }
 
 #[cfg(test)]
@@ -538,5 +695,206 @@ mod tests {
         r.views.track(&key, unready(&["a-0"]), &r.how);
         wait(Duration::from_millis(100)).await;
         assert_eq!(r.observed(), 2, "observed at once");
+    }
+
+    /// How a test member answers on each connection it accepts.
+    #[derive(Clone, Copy)]
+    enum Serves {
+        /// Every request, keeping the connection open.
+        KeepingOpen,
+        /// One request, then closes the connection (without saying so).
+        OnceThenCloses,
+        /// One request, saying `Connection: close`.
+        SayingClose,
+        /// The first request; closes the connection on the second without answering.
+        OnceThenDropsTheNext,
+    }
+
+    /// A member on a free loopback port: the connections it accepted and the requests it
+    /// answered, and its port.
+    async fn member(serves: Serves) -> (Arc<AtomicUsize>, Arc<AtomicUsize>, u16) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (accepted, answered) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (a, n) = (accepted.clone(), answered.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let n = n.clone();
+                tokio::spawn(async move {
+                    let mut asked = 0;
+                    let mut buf = Vec::new();
+                    loop {
+                        let mut chunk = [0u8; 1024];
+                        let Ok(got) = s.read(&mut chunk).await else {
+                            return;
+                        };
+                        if got == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..got]);
+                        if !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            continue;
+                        }
+                        buf.clear();
+                        asked += 1;
+                        let close = match serves {
+                            Serves::KeepingOpen => false,
+                            Serves::OnceThenCloses | Serves::SayingClose => true,
+                            Serves::OnceThenDropsTheNext if asked > 1 => return,
+                            Serves::OnceThenDropsTheNext => false,
+                        };
+                        let header = if matches!(serves, Serves::SayingClose) {
+                            "Connection: close\r\n"
+                        } else {
+                            ""
+                        };
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\n{header}Content-Length: 7\r\n\r\nanswer{asked}"
+                        );
+                        if s.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        n.fetch_add(1, Ordering::SeqCst);
+                        if close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (accepted, answered, port)
+    }
+
+    async fn ask(kept: Option<Kept>, port: u16) -> (Answer, Option<Kept>) {
+        fetch_on(kept, "127.0.0.1", port, "/state?view=application").await
+    }
+
+    fn body(a: &Answer) -> &[u8] {
+        match a {
+            Answer::Body(b) => b,
+            other => panic!("no body: {other:?}"),
+        }
+    }
+
+    /// A member asked again is asked on the connection kept from the last time.
+    #[tokio::test]
+    async fn a_member_is_asked_again_on_the_kept_connection() {
+        let (accepted, answered, port) = member(Serves::KeepingOpen).await;
+        let (a, kept) = ask(None, port).await;
+        assert_eq!(body(&a), b"answer1");
+        let (a, kept) = ask(Some(kept.expect("kept")), port).await;
+        assert_eq!(
+            body(&a),
+            b"answer2",
+            "the second request on the same connection"
+        );
+        assert!(kept.is_some());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(answered.load(Ordering::SeqCst), 2);
+    }
+
+    /// A kept connection the member closed meanwhile is replaced by a new one, and the
+    /// member is answered all the same.
+    #[tokio::test]
+    async fn a_connection_closed_by_the_member_is_replaced() {
+        let (accepted, _, port) = member(Serves::OnceThenCloses).await;
+        let (_, kept) = ask(None, port).await;
+        let kept = kept.expect("nothing said it would close");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (a, _) = ask(Some(kept), port).await;
+        assert_eq!(body(&a), b"answer1", "answered on a new connection");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// A request that a kept connection drops unanswered is asked again on a new one.
+    #[tokio::test]
+    async fn a_request_dropped_unanswered_is_asked_again_on_a_new_connection() {
+        let (accepted, answered, port) = member(Serves::OnceThenDropsTheNext).await;
+        let (_, kept) = ask(None, port).await;
+        let (a, kept) = ask(kept, port).await;
+        assert_eq!(body(&a), b"answer1", "the new connection's first answer");
+        assert!(kept.is_some());
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(answered.load(Ordering::SeqCst), 2);
+    }
+
+    /// An answer saying `Connection: close`, or one that is not a `200`, leaves nothing
+    /// kept.
+    #[tokio::test]
+    async fn a_connection_the_member_will_close_is_not_kept() {
+        let (_, _, port) = member(Serves::SayingClose).await;
+        let (a, kept) = ask(None, port).await;
+        assert_eq!(body(&a), b"answer1");
+        assert!(kept.is_none());
+    }
+
+    /// The observer's connections follow its members: one per member asked, and a
+    /// member gone (or no longer ready) has its connection closed.
+    #[tokio::test]
+    async fn a_fleet_keeps_connections_only_to_its_current_members() {
+        // Members answer on MEMBER_PORT, each on a loopback address of its own.
+        let mut listeners = Vec::new();
+        for i in 1..=2 {
+            let ip = format!("127.93.0.{i}");
+            let Ok(l) = std::net::TcpListener::bind((ip.as_str(), MEMBER_PORT)) else {
+                panic!("cannot bind {ip}:{MEMBER_PORT}");
+            };
+            listeners.push((ip, l));
+        }
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let mut members = Vec::new();
+        for (ip, l) in listeners {
+            l.set_nonblocking(true).expect("nonblocking");
+            let l = tokio::net::TcpListener::from_std(l).expect("listener");
+            let accepted = accepted.clone();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                while let Ok((mut s, _)) = l.accept().await {
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(async move {
+                        let mut chunk = [0u8; 1024];
+                        while let Ok(got) = s.read(&mut chunk).await {
+                            if got == 0 {
+                                return;
+                            }
+                            let body = "{}";
+                            let reply = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            if s.write_all(reply.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            members.push(Member {
+                name: format!("m-{}", members.len()),
+                ip: Some(ip),
+                ready: true,
+                terminating: false,
+                started: None,
+            });
+        }
+        let mut connections = Connections::default();
+        observe(&members, 2, &mut connections).await;
+        assert_eq!(connections.0.len(), 2);
+        observe(&members, 2, &mut connections).await;
+        assert_eq!(connections.0.len(), 2);
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "asked again on the same two"
+        );
+        members[1].ready = false;
+        observe(&members, 2, &mut connections).await;
+        assert_eq!(connections.0.len(), 1, "only the member still asked");
+        observe(&members[..0], 2, &mut connections).await;
+        assert!(connections.0.is_empty());
     }
 }

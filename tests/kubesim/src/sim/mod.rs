@@ -76,9 +76,14 @@ pub struct Config {
     /// Stubs answer health 503 for this long after they start (first-readiness gate).
     #[arg(long, default_value_t = 0)]
     pub readiness_delay_ms: u64,
-    /// Seconds between node Lease renewals and Ready heartbeats.
+    /// Seconds between node Lease renewals (the node lifecycle controller's heartbeat).
     #[arg(long, default_value_t = 2)]
     pub lease_seconds: u64,
+    /// Seconds between node status reports while nothing changed (the kubelet's
+    /// `nodeStatusReportFrequency`, 5 minutes): the Lease is the heartbeat, so, as on a
+    /// real cluster, a Node object changes rarely and its watchers get few events.
+    #[arg(long, default_value_t = 300)]
+    pub node_status_report_seconds: u64,
     /// `leaseDurationSeconds` written into node Leases.
     #[arg(long, default_value_t = 40)]
     pub lease_duration_seconds: i32,

@@ -23,7 +23,7 @@ pub(crate) async fn register_all(sim: &Arc<Sim>) -> Result<()> {
     let api: Api<Node> = Api::all(sim.client.clone());
     for node in sim.nodes.values() {
         register(&api, node).await?;
-        heartbeat(sim, node, true).await?;
+        heartbeat(sim, node, Report::Full).await?;
     }
     if sim.cfg.prune_nodes {
         let selector = format!("{SIM_NODE_LABEL}={}", sim.cfg.node_prefix);
@@ -88,10 +88,20 @@ async fn register(api: &Api<Node>, node: &SimNode) -> Result<()> {
     Ok(())
 }
 
-/// One heartbeat: renew the Lease and post the Ready condition. With `full`, the whole
-/// node status is written (after registration or a restart). Runs under the node's gate so
-/// a stop never races a heartbeat.
-pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<()> {
+/// What a heartbeat writes besides renewing the Lease.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// The Lease only.
+    LeaseOnly,
+    /// The Ready condition's heartbeat (the periodic status report).
+    Conditions,
+    /// The whole node status (after registration or a restart).
+    Full,
+}
+
+/// One heartbeat: renew the Lease, and post the node status as `report` says. Runs under
+/// the node's gate so a stop never races a heartbeat.
+pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, report: Report) -> Result<()> {
     let gate = node.gate.read().await;
     if !*gate {
         return Ok(());
@@ -99,32 +109,34 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<(
     let t = now();
     let since = *node.ready_since.lock().expect("ready since");
     let api: Api<Node> = Api::all(sim.client.clone());
-    let body = if full {
-        objects::node_status(
+    let body = match report {
+        Report::Full => Some(objects::node_status(
             &node.spec,
             &node.boot_id.lock().expect("boot id").clone(),
             t,
             since,
-        )
-    } else {
-        objects::node_heartbeat(t, since)
+        )),
+        Report::Conditions => Some(objects::node_heartbeat(t, since)),
+        Report::LeaseOnly => None,
     };
-    match api
-        .patch_status(
-            &node.spec.name,
-            &PatchParams::default(),
-            &Patch::Strategic(&body),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {
-            // Someone deleted the Node object: a kubelet registers again.
-            tracing::warn!(node = %node.spec.name, "node object gone; registering again");
-            register(&api, node).await?;
-        }
-        Err(e) => {
-            return Err(e).with_context(|| format!("node {} status heartbeat", node.spec.name));
+    if let Some(body) = body {
+        match api
+            .patch_status(
+                &node.spec.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&body),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {
+                // Someone deleted the Node object: a kubelet registers again.
+                tracing::warn!(node = %node.spec.name, "node object gone; registering again");
+                register(&api, node).await?;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("node {} status heartbeat", node.spec.name));
+            }
         }
     }
 
@@ -160,18 +172,65 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, full: bool) -> Result<(
     Ok(())
 }
 
-/// Renews every live node's Lease and Ready heartbeat every `lease_seconds`.
+/// The configured nodes whose status a kubelet would post now, as it does when its Node
+/// differs from what it reports: the Node is gone, or its Ready condition is not True
+/// (the node lifecycle controller set it Unknown after a late renewal, say). One list
+/// of kubesim's Nodes; if it fails, every node posts.
+async fn differing(sim: &Sim) -> std::collections::HashSet<String> {
+    let api: Api<Node> = Api::all(sim.client.clone());
+    let selector = format!("{SIM_NODE_LABEL}={}", sim.cfg.node_prefix);
+    let listed = match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing nodes for the heartbeat; posting every status");
+            return sim.nodes.keys().cloned().collect();
+        }
+    };
+    let ready: std::collections::HashSet<String> = listed
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .map(|n| n.name_any())
+        .collect();
+    sim.nodes
+        .keys()
+        .filter(|n| !ready.contains(*n))
+        .cloned()
+        .collect()
+}
+
+/// Renews every live node's Lease every `lease_seconds`, and posts its Ready heartbeat
+/// every `node_status_report_seconds`, or at once when its Node differs from what it
+/// reports (see [`differing`]).
 pub(crate) async fn heartbeats(sim: Arc<Sim>) {
-    let period = Duration::from_secs(sim.cfg.lease_seconds.max(1));
+    let lease = sim.cfg.lease_seconds.max(1);
+    let period = Duration::from_secs(lease);
+    // Renewals per status report, rounded up.
+    let per_report = sim.cfg.node_status_report_seconds.div_ceil(lease).max(1);
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failures: u64 = 0;
-    loop {
+    for beat in 1u64.. {
         tick.tick().await;
+        let due = beat % per_report == 0;
+        let differing = if due {
+            Default::default()
+        } else {
+            differing(&sim).await
+        };
         let beats = sim.nodes.values().filter(|n| n.is_alive()).map(|n| {
             let sim = sim.clone();
             let n = n.clone();
-            async move { (n.spec.name.clone(), heartbeat(&sim, &n, false).await) }
+            let report = if due || differing.contains(&n.spec.name) {
+                Report::Conditions
+            } else {
+                Report::LeaseOnly
+            };
+            async move { (n.spec.name.clone(), heartbeat(&sim, &n, report).await) }
         });
         for (name, r) in futures::future::join_all(beats).await {
             if let Err(e) = r {
@@ -226,7 +285,7 @@ pub(crate) async fn start(sim: &Arc<Sim>, name: &str) -> Result<()> {
         *gate = true;
         node.alive.store(true, Ordering::SeqCst);
     }
-    heartbeat(sim, &node, true).await?;
+    heartbeat(sim, &node, Report::Full).await?;
     tracing::warn!(node = %name, "node started again");
     let n = name.to_string();
     sim.nudge_where(|w| w.node == n);
