@@ -227,7 +227,8 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
         .map(|(k, v)| (k, v - w0.get(k).copied().unwrap_or(0.0)))
         .filter(|(_, d)| *d > 0.0)
         .collect();
-    let events_total: f64 = events.values().sum();
+    // An empty f64 sum is -0.0; print it as 0.
+    let events_total = events.values().sum::<f64>().abs();
     eprintln!("[scale] steady state, {n} fleets: {events_total} watch events ({events:?})");
     eprintln!(
         "[scale] steady state, {n} fleets, {window:?}: {total} requests ({diff:?}); {} reconciles; {} application observations; {cpu:.2} CPU s",
