@@ -152,9 +152,7 @@ impl ApplicationViews {
             let mut tracked = self.tracked.lock().expect("tracked");
             match tracked.get_mut(key) {
                 Some(t) => {
-                    if t.target != target {
-                        t.target = target;
-                    }
+                    t.target = target;
                     None
                 }
                 None => {
@@ -353,7 +351,7 @@ pub(crate) struct Connections(HashMap<(String, String), Kept>);
 /// [`Slot`]s.
 pub(crate) struct Kept {
     stream: TcpStream,
-    _slot: Slot,
+    slot: Slot,
 }
 
 /// One of the file descriptors the kept connections may use: at most half of the
@@ -395,7 +393,7 @@ impl Kept {
     fn open(self) -> Option<(TcpStream, Slot)> {
         let mut probe = [0u8; 1];
         match self.stream.try_read(&mut probe) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some((self.stream, self._slot)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some((self.stream, self.slot)),
             _ => None,
         }
     }
@@ -437,10 +435,7 @@ async fn fetch_on(kept: Option<Kept>, ip: &str, port: u16, path: &str) -> (Answe
 fn keep(stream: Option<TcpStream>, slot: Option<Slot>) -> Option<Kept> {
     let stream = stream?;
     let slot = slot.or_else(Slot::take)?;
-    Some(Kept {
-        stream,
-        _slot: slot,
-    })
+    Some(Kept { stream, slot })
 }
 
 /// A request that got no answer at all (the connection failed or closed before the
@@ -710,13 +705,13 @@ mod tests {
         OnceThenDropsTheNext,
     }
 
-    /// A member on a free loopback port: the connections it accepted and the requests it
+    /// A member listening on `addr`: the connections it accepted and the requests it
     /// answered, and its port.
-    async fn member(serves: Serves) -> (Arc<AtomicUsize>, Arc<AtomicUsize>, u16) {
+    async fn member_on(addr: &str, serves: Serves) -> (Arc<AtomicUsize>, Arc<AtomicUsize>, u16) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let Ok(listener) = tokio::net::TcpListener::bind(addr).await else {
+            panic!("cannot bind {addr}");
+        };
         let port = listener.local_addr().expect("addr").port();
         let (accepted, answered) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (a, n) = (accepted.clone(), answered.clone());
@@ -767,6 +762,11 @@ mod tests {
             }
         });
         (accepted, answered, port)
+    }
+
+    /// A member on a free port of 127.0.0.1.
+    async fn member(serves: Serves) -> (Arc<AtomicUsize>, Arc<AtomicUsize>, u16) {
+        member_on("127.0.0.1:0", serves).await
     }
 
     async fn ask(kept: Option<Kept>, port: u16) -> (Answer, Option<Kept>) {
@@ -837,60 +837,27 @@ mod tests {
     #[tokio::test]
     async fn a_fleet_keeps_connections_only_to_its_current_members() {
         // Members answer on MEMBER_PORT, each on a loopback address of its own.
-        let mut listeners = Vec::new();
+        let mut accepted = Vec::new();
+        let mut members = Vec::new();
         for i in 1..=2 {
             let ip = format!("127.93.0.{i}");
-            let Ok(l) = std::net::TcpListener::bind((ip.as_str(), MEMBER_PORT)) else {
-                panic!("cannot bind {ip}:{MEMBER_PORT}");
-            };
-            listeners.push((ip, l));
-        }
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let mut members = Vec::new();
-        for (ip, l) in listeners {
-            l.set_nonblocking(true).expect("nonblocking");
-            let l = tokio::net::TcpListener::from_std(l).expect("listener");
-            let accepted = accepted.clone();
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                while let Ok((mut s, _)) = l.accept().await {
-                    accepted.fetch_add(1, Ordering::SeqCst);
-                    tokio::spawn(async move {
-                        let mut chunk = [0u8; 1024];
-                        while let Ok(got) = s.read(&mut chunk).await {
-                            if got == 0 {
-                                return;
-                            }
-                            let body = "{}";
-                            let reply = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                                body.len()
-                            );
-                            if s.write_all(reply.as_bytes()).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
-                }
-            });
+            let (a, _, _) = member_on(&format!("{ip}:{MEMBER_PORT}"), Serves::KeepingOpen).await;
+            accepted.push(a);
             members.push(Member {
-                name: format!("m-{}", members.len()),
+                name: format!("m-{i}"),
                 ip: Some(ip),
                 ready: true,
                 terminating: false,
                 started: None,
             });
         }
+        let accepted = || -> usize { accepted.iter().map(|a| a.load(Ordering::SeqCst)).sum() };
         let mut connections = Connections::default();
         observe(&members, 2, &mut connections).await;
         assert_eq!(connections.0.len(), 2);
         observe(&members, 2, &mut connections).await;
         assert_eq!(connections.0.len(), 2);
-        assert_eq!(
-            accepted.load(Ordering::SeqCst),
-            2,
-            "asked again on the same two"
-        );
+        assert_eq!(accepted(), 2, "asked again on the same two");
         members[1].ready = false;
         observe(&members, 2, &mut connections).await;
         assert_eq!(connections.0.len(), 1, "only the member still asked");
