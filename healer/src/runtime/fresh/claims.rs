@@ -69,7 +69,7 @@ fn names(t: Table) -> Result<Vec<String>, kube::Error> {
 }
 
 /// Every claim name in namespace `ns` (consistent read, no objects).
-async fn all_names(client: &Client, ns: &str) -> Result<Vec<String>, kube::Error> {
+pub(super) async fn all_names(client: &Client, ns: &str) -> Result<Vec<String>, kube::Error> {
     let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
     let mut req = kube::core::Request::new(api.resource_url())
         .list(&ListParams::default())

@@ -14,8 +14,16 @@
 //! to another identity (rule V3) stops growth and healing even while the reservation
 //! watch lags (the simulation's `sim_fails_when_the_reservation_is_not_read_fresh` shows
 //! what happens otherwise).
+//!
+//! The fleets of a namespace waiting for a read at the same moment share one
+//! ([`Reads`], [`many`]): each still gets exactly what its own read would bring, read
+//! after it asked.
 
 mod claims;
+mod many;
+mod shared;
+
+pub use shared::{Answer, MAX_BATCH, ReadError, Reads};
 
 use std::collections::HashSet;
 
