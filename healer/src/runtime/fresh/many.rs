@@ -284,3 +284,176 @@ pub(super) async fn read_many(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use celld_api::Profile;
+    use celld_api::labels::claim_name;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::testkit::{fleet_object, object_meta};
+
+    const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    fn meta(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        object_meta("ns", name, labels)
+    }
+
+    fn names<K: kube::Resource>(objects: &[K]) -> Vec<String> {
+        let mut n: Vec<String> = objects
+            .iter()
+            .filter_map(|o| o.meta().name.clone())
+            .collect();
+        n.sort();
+        n
+    }
+
+    /// Fleet `a` (a PersistentFleet on a StatefulSet) and fleet `b` (a Bucket fleet on
+    /// a Deployment), and what a read of both brought.
+    fn two_fleets() -> (CelldFleet, CelldFleet, Found) {
+        let a = fleet_object("ns", "a", A);
+        let mut b = fleet_object("ns", "b", B);
+        b.spec.profile = Profile::Bucket;
+        let (ka, kb) = (Keys::of(&a), Keys::of(&b));
+        assert!(ka.stateful_set && !kb.stateful_set);
+        let pod = |name: &str, labels: &[(&str, &str)]| Pod {
+            metadata: meta(name, labels),
+            ..Pod::default()
+        };
+        let claim = |name: &str, labels: &[(&str, &str)]| PersistentVolumeClaim {
+            metadata: meta(name, labels),
+            ..PersistentVolumeClaim::default()
+        };
+        let found = Found {
+            fleets: vec![a.clone(), b.clone()],
+            stateful_sets: [("a", "a"), ("b", "b")]
+                .map(|(k, n)| {
+                    let s = StatefulSet {
+                        metadata: meta(n, &[]),
+                        ..StatefulSet::default()
+                    };
+                    (k.to_string(), Arc::new(s))
+                })
+                .into(),
+            deployments: [(
+                "a".to_string(),
+                Arc::new(Deployment {
+                    metadata: meta("a", &[]),
+                    ..Deployment::default()
+                }),
+            )]
+            .into(),
+            pods: vec![
+                pod("a-0", &[(IDENTITY, A)]),
+                pod("b-x", &[(IDENTITY, B)]),
+                // A replacement held by a's handoff, listed by both selectors.
+                pod("a-1", &[(IDENTITY, A), (REPLACEMENT_INDEX, A)]),
+                pod("a-1", &[(IDENTITY, A), (REPLACEMENT_INDEX, A)]),
+                pod("spare", &[(REPLACEMENT_INDEX, B)]),
+            ],
+            claims: vec![
+                claim(&claim_name("a", 0), &[(IDENTITY, A)]),
+                // Another identity's disk at a's member name: a's concern, not b's.
+                claim(&claim_name("a", 2), &[(IDENTITY, B)]),
+                claim("unrelated", &[(IDENTITY, B)]),
+                claim(&claim_name("c", 0), &[]),
+            ],
+            reservations: [(ka, "a"), (kb, "b")]
+                .map(|(k, fleet)| {
+                    let spec = celld_api::CelldBucketReservationSpec {
+                        bucket: format!("{fleet}-bucket"),
+                        prefix: None,
+                        identity: k.identity,
+                        fleet_namespace: "ns".into(),
+                        fleet_name: fleet.into(),
+                    };
+                    let o = CelldBucketReservation::new(&k.reservation, spec);
+                    (k.reservation, Arc::new(o))
+                })
+                .into(),
+            replica_sets: vec![
+                ReplicaSet {
+                    metadata: meta("b-1234", &[(IDENTITY, B)]),
+                    spec: Some(Default::default()),
+                    ..ReplicaSet::default()
+                },
+                ReplicaSet {
+                    metadata: meta("a-1234", &[(IDENTITY, A)]),
+                    ..ReplicaSet::default()
+                },
+            ],
+        };
+        (a, b, found)
+    }
+
+    /// Each fleet takes out of a shared read only what a read of it alone would bring.
+    #[test]
+    fn each_fleet_gets_exactly_its_own_part() {
+        let (a, b, found) = two_fleets();
+        let pa = part(&found, &a);
+        assert_eq!(
+            pa.workload_sts.as_ref().map(|s| names(&[(**s).clone()])),
+            Some(vec!["a".into()])
+        );
+        assert!(
+            pa.workload_dep.is_none(),
+            "the other kind only when its own is missing"
+        );
+        assert_eq!(names(&pa.pods), ["a-0", "a-1"], "each Pod once");
+        assert_eq!(names(&pa.claims), [claim_name("a", 0), claim_name("a", 2)]);
+        assert!(
+            pa.replica_sets.is_empty(),
+            "no ReplicaSets for a StatefulSet fleet"
+        );
+        let res = pa.reservation.expect("read").expect("found");
+        assert_eq!(res.metadata.name, Some(Keys::of(&a).reservation));
+
+        let pb = part(&found, &b);
+        assert!(pb.workload_dep.is_none());
+        assert_eq!(
+            pb.workload_sts
+                .as_ref()
+                .and_then(|s| s.metadata.name.clone())
+                .as_deref(),
+            Some("b"),
+            "no Deployment named b: the StatefulSet named b is its (wrong-kind) workload"
+        );
+        assert_eq!(names(&pb.pods), ["b-x", "spare"]);
+        assert_eq!(
+            names(&pb.claims),
+            [claim_name("a", 2).as_str(), "unrelated"],
+            "b's label wherever it is; nothing unlabelled elsewhere"
+        );
+        assert_eq!(names(&pb.replica_sets), ["b-1234"]);
+        assert!(
+            pb.replica_sets.iter().all(|r| r.spec.is_none()),
+            "metadata only"
+        );
+    }
+
+    /// A fleet whose reservation was not found gets "read, none there", never "not read".
+    #[test]
+    fn a_missing_reservation_is_read_as_absent() {
+        let (a, _, mut found) = two_fleets();
+        found.reservations.clear();
+        found.stateful_sets.clear();
+        let pa = part(&found, &a);
+        assert!(matches!(pa.reservation, Some(None)));
+        assert_eq!(
+            pa.workload_dep
+                .and_then(|d| d.metadata.name.clone())
+                .as_deref(),
+            Some("a"),
+            "its own kind missing: the Deployment named like it"
+        );
+    }
+
+    #[test]
+    fn identities_are_selected_as_one_set() {
+        let ids: BTreeSet<&str> = [B, A, A].into();
+        let lp = any_of(IDENTITY, &ids);
+        assert_eq!(lp.label_selector, Some(format!("{IDENTITY} in ({A},{B})")));
+    }
+}
