@@ -17,6 +17,12 @@
 //!    `celld_healer_fresh_reads_total`, no `get`; with
 //!    `HEALER_LOG=info,kube=warn,kube_client=debug` also the time from the decision (the
 //!    fresh read's first list) to the write, from the healer's own request log.
+//! 5. A shared fresh read (several fleets of a namespace read at once, as the healer does
+//!    when many fall due together) gives each fleet exactly what a read of it alone
+//!    gives, on the real API server: with another identity's disk and an unlabelled
+//!    claim at member names, a Pod held by a handoff, a wrong-kind namesake workload, a
+//!    reservation, a fleet whose identity changed since it was cached and one replaced
+//!    under the same name; listing by name and listing whole.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -1013,4 +1019,259 @@ async fn fresh_cost(env: &mut Env) -> Result<()> {
         "the request log shows {measured} fresh reads followed by a write"
     );
     Ok(())
+}
+
+// ---- 5. A shared fresh read is each fleet's own read ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_fresh_read_is_each_fleets_own() -> Result<()> {
+    let Some(env) = Env::start("fresh-shared").await? else {
+        return Ok(());
+    };
+    let r = shared_read(&env).await;
+    env.finish(r).await
+}
+
+type Read = Option<(CelldFleet, celld_healer::runtime::fresh::Gathered)>;
+
+/// What a fresh read found, by name and uid (sorted; resourceVersions left out, as the
+/// simulated kubelets may still touch a Pod between two reads).
+fn found(read: &Read) -> serde_json::Value {
+    fn id<K: kube::Resource>(o: &K) -> String {
+        format!(
+            "{}/{}",
+            o.meta().name.clone().unwrap_or_default(),
+            o.meta().uid.clone().unwrap_or_default()
+        )
+    }
+    fn ids<K: kube::Resource>(v: &[K]) -> Vec<String> {
+        let mut v: Vec<String> = v.iter().map(id).collect();
+        v.sort();
+        v
+    }
+    let Some((f, g)) = read else {
+        return serde_json::Value::Null;
+    };
+    json!({
+        "fleet": [id(f), f.spec.identity],
+        "statefulSet": g.workload_sts.as_deref().map(id),
+        "deployment": g.workload_dep.as_deref().map(id),
+        "pods": ids(&g.pods),
+        "claims": ids(&g.claims),
+        "replicaSets": ids(&g.replica_sets),
+        "replicaSetSpecs": g.replica_sets.iter().filter(|r| r.spec.is_some()).count(),
+        "reservation": g.reservation.as_ref().map(|r| r.as_deref().map(id)),
+    })
+}
+
+async fn shared_read(env: &Env) -> Result<()> {
+    use celld_gen::api::labels::{IDENTITY, REPLACEMENT_INDEX};
+    use celld_healer::runtime::fresh;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use std::sync::Arc;
+
+    let files = [
+        FleetFile::persistent(&env.ns, "p0", 3),
+        FleetFile::persistent(&env.ns, "p1", 3),
+        FleetFile::persistent(&env.ns, "p2", 3),
+        FleetFile::bucket(&env.ns, "b0", 3),
+    ];
+    for f in &files {
+        env.apply_fleet(&f.yaml()).await?;
+    }
+    let id = |i: usize| files[i].identity.clone();
+    // No healer runs here: the members come from the StatefulSets, scaled by hand.
+    for f in &files[..3] {
+        env.api::<StatefulSet>()
+            .patch(
+                &f.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 3}})),
+            )
+            .await?;
+    }
+    let claim = |name: &str, labels: serde_json::Value| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": name, "namespace": env.ns, "labels": labels},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
+                        "resources": {"requests": {"storage": "1Gi"}}}})
+    };
+    // Another identity's disk at a member name of p2, an unlabelled claim at one of p0.
+    create(
+        env.api::<PersistentVolumeClaim>(),
+        claim("data-p2-5", json!({IDENTITY: id(0)})),
+    )
+    .await?;
+    create(
+        env.api::<PersistentVolumeClaim>(),
+        claim("data-p0-7", json!({})),
+    )
+    .await?;
+    // A Pod held by p1's handoff (never scheduled).
+    create(
+        env.api::<Pod>(),
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "held", "namespace": env.ns, "labels": {REPLACEMENT_INDEX: id(1)}},
+        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "none"}]}}),
+    )
+    .await?;
+    // Deployments named like p1 (beside its StatefulSet) and like p2 (whose StatefulSet
+    // is gone, its members orphaned): the other kind counts only for p2.
+    let dep = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": env.ns},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"x": name}},
+                     "template": {"metadata": {"labels": {"x": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "none"}]}}}})
+    };
+    create(env.api::<Deployment>(), dep("p1")).await?;
+    for (i, f) in files.iter().enumerate() {
+        let n = if i == 3 { 1 } else { 3 };
+        wait_for(
+            &format!("{}'s members", f.name),
+            Duration::from_secs(90),
+            || async move { Ok((member_pods(env, &f.identity).await?.len() >= n).then_some(())) },
+        )
+        .await?;
+    }
+    env.api::<StatefulSet>()
+        .delete(
+            "p2",
+            &DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Orphan),
+                ..DeleteParams::default()
+            },
+        )
+        .await?;
+    create(env.api::<Deployment>(), dep("p2")).await?;
+    // Each fleet's reservation comes with its manifests.
+    return compare_reads(env, &files).await;
+
+    async fn compare_reads(env: &Env, files: &[FleetFile]) -> Result<()> {
+        let fleets_api = env.api::<CelldFleet>();
+        let mut live = Vec::new();
+        for f in files {
+            live.push(Arc::new(fleets_api.get(&f.name).await?));
+        }
+        // As cached before p0's identity changed, and before p1 was replaced.
+        let mut renamed = (*live[0]).clone();
+        renamed.spec.identity = new_identity();
+        let mut replaced = (*live[1]).clone();
+        replaced.metadata.uid = Some("an-earlier-uid".into());
+        let batches = [
+            live.clone(),
+            vec![Arc::new(renamed), Arc::new(replaced), live[3].clone()],
+        ];
+        let client = &env.client;
+        let mut compared = 0;
+        for attempt in 0..10 {
+            let mut settled = true;
+            for batch in &batches {
+                let before = alone(client, batch).await?;
+                let by_name = fresh::read_many(client, &env.ns, batch, false).await?;
+                let whole = fresh::read_many(client, &env.ns, batch, true).await?;
+                let after = alone(client, batch).await?;
+                let f = |v: &[Read]| v.iter().map(found).collect::<Vec<_>>();
+                if f(&before) != f(&after) {
+                    settled = false;
+                    break;
+                }
+                ensure!(
+                    f(&by_name) == f(&before),
+                    "shared read by name differs:\n{:#}\nalone:\n{:#}",
+                    json!(f(&by_name)),
+                    json!(f(&before))
+                );
+                ensure!(
+                    f(&whole) == f(&before),
+                    "shared read listing whole differs:\n{:#}\nalone:\n{:#}",
+                    json!(f(&whole)),
+                    json!(f(&before))
+                );
+                compared += 1;
+            }
+            if settled {
+                break;
+            }
+            eprintln!("[fresh-shared] attempt {attempt}: objects still changing, again");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        ensure!(
+            compared == batches.len(),
+            "the objects never held still for two reads"
+        );
+        let first = fresh::read_many(client, &env.ns, &batches[0], false).await?;
+        let p = |i: usize| found(&first[i]);
+        // The read itself saw what was set up (so the comparison compared something).
+        ensure!(
+            p(0)["claims"].to_string().contains("data-p0-7/"),
+            "{}",
+            p(0)
+        );
+        ensure!(p(0)["reservation"].is_string(), "{}", p(0));
+        ensure!(p(1)["pods"].to_string().contains("held/"), "{}", p(1));
+        ensure!(
+            p(1)["deployment"].is_null() && p(1)["statefulSet"].is_string(),
+            "{}",
+            p(1)
+        );
+        ensure!(
+            p(2)["statefulSet"].is_null() && p(2)["deployment"].is_string(),
+            "{}",
+            p(2)
+        );
+        ensure!(
+            p(2)["claims"].to_string().contains("data-p2-5/"),
+            "{}",
+            p(2)
+        );
+        ensure!(
+            p(0)["claims"].to_string().contains("data-p2-5/"),
+            "{}",
+            p(0)
+        );
+        ensure!(
+            !p(3)["replicaSets"].as_array().is_none_or(|v| v.is_empty()),
+            "{}",
+            p(3)
+        );
+        ensure!(p(3)["replicaSetSpecs"] == 0, "{}", p(3));
+        let second = fresh::read_many(client, &env.ns, &batches[1], true).await?;
+        ensure!(
+            second[0]
+                .as_ref()
+                .is_some_and(|(f, _)| f.spec.identity == files[0].identity),
+            "the renamed fleet is read with its fresh identity"
+        );
+        ensure!(second[1].is_none(), "a replaced fleet reads as gone");
+        eprintln!(
+            "[fresh-shared] {} fleets read alone, by name together and whole together: the same objects",
+            files.len()
+        );
+        Ok(())
+    }
+}
+
+/// Creates the object `v` through `api`.
+async fn create<K>(api: Api<K>, v: serde_json::Value) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), &serde_json::from_value(v)?)
+        .await
+        .context("creating an object for the shared read")?;
+    Ok(())
+}
+
+/// Each fleet's own fresh read, one after another.
+async fn alone(
+    client: &kube::Client,
+    fleets: &[std::sync::Arc<CelldFleet>],
+) -> Result<Vec<Read>, kube::Error> {
+    let mut out = Vec::with_capacity(fleets.len());
+    for f in fleets {
+        out.push(celld_healer::runtime::fresh::read(client, f).await?);
+    }
+    Ok(out)
 }

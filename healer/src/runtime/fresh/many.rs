@@ -175,8 +175,10 @@ async fn claims_of(
 /// Reads the fleets `cached` (all in namespace `ns`, each identity a valid one) and their
 /// objects from the API server in one shared read; for each, in order, what
 /// [`super::read`] would return for it alone. `whole`: list the objects read by name
-/// whole (one list each) rather than by name per fleet.
-pub(super) async fn read_many(
+/// whole (one list each) rather than by name per fleet. The healer reads through
+/// [`super::Reads`]; this is public for the end-to-end test that holds it to
+/// [`super::read`] on a real API server.
+pub async fn read_many(
     client: &Client,
     ns: &str,
     cached: &[Arc<CelldFleet>],
