@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::{Gathered, Keys, by_name, claims, concerns};
+use super::{Gathered, Keys, by_name, claims, concerns, metadata_only};
 
 /// What one shared read brought back: the objects of every fleet read, and some others
 /// (a whole namespace's workloads, say). Each fleet's part is taken out by [`part`].
@@ -82,10 +82,7 @@ pub(super) fn part(found: &Found, fresh: &CelldFleet) -> Gathered {
             .replica_sets
             .iter()
             .filter(|r| label_is(&r.metadata.labels, IDENTITY))
-            .map(|r| ReplicaSet {
-                metadata: r.metadata.clone(),
-                ..ReplicaSet::default()
-            })
+            .map(|r| metadata_only(r.metadata.clone()))
             .collect()
     };
     Gathered {
@@ -144,34 +141,6 @@ where
         .collect())
 }
 
-/// The claims of the fleets named `names` with identities `identities`, as
-/// [`super::concerns`] defines them (and possibly more): the namespace's claim names,
-/// the claims carrying one of the identities, then by name each claim at a member name
-/// that the label did not bring (see [`super::claims`]).
-async fn claims_of(
-    client: &Client,
-    ns: &str,
-    names: &BTreeSet<String>,
-    identities: &BTreeSet<&str>,
-) -> Result<Vec<PersistentVolumeClaim>, kube::Error> {
-    let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
-    let labelled = any_of(IDENTITY, identities);
-    let (all, labelled) = futures::try_join!(claims::all_names(client, ns), api.list(&labelled))?;
-    let mut found = labelled.items;
-    let have: HashSet<String> = found
-        .iter()
-        .filter_map(|c| c.metadata.name.clone())
-        .collect();
-    let missing: Vec<ListParams> = all
-        .iter()
-        .filter(|n| !have.contains(*n) && names.iter().any(|f| claim_ordinal(f, n).is_some()))
-        .map(|n| by_name(n))
-        .collect();
-    let more = futures::future::try_join_all(missing.iter().map(|lp| api.list(lp))).await?;
-    found.extend(more.into_iter().flat_map(|l| l.items));
-    Ok(found)
-}
-
 /// Reads the fleets `cached` (all in namespace `ns`, each identity a valid one) and their
 /// objects from the API server in one shared read; for each, in order, what
 /// [`super::read`] would return for it alone. `whole`: list the objects read by name
@@ -204,6 +173,7 @@ pub async fn read_many(
     let reservations: BTreeSet<String> = keys.iter().map(|k| k.reservation.clone()).collect();
 
     let (own_sts, own_dep) = (of_kind(true), of_kind(false));
+    let labelled_claims = any_of(IDENTITY, &identities);
     let fleets_api = Api::<CelldFleet>::namespaced(client.clone(), ns);
     let sts_api = Api::<StatefulSet>::namespaced(client.clone(), ns);
     let dep_api = Api::<Deployment>::namespaced(client.clone(), ns);
@@ -220,7 +190,9 @@ pub async fn read_many(
                 .await?
                 .items)
         },
-        claims_of(client, ns, &names, &identities),
+        claims::read_of(client, ns, &labelled_claims, |n| {
+            names.iter().any(|f| claim_ordinal(f, n).is_some())
+        }),
         named_many(&res_api, &reservations, whole),
         async {
             if deployment_identities.is_empty() {
@@ -261,13 +233,7 @@ pub async fn read_many(
         pods: labelled.into_iter().chain(held).collect(),
         claims,
         reservations,
-        replica_sets: rs
-            .into_iter()
-            .map(|r| ReplicaSet {
-                metadata: r.metadata,
-                ..ReplicaSet::default()
-            })
-            .collect(),
+        replica_sets: rs.into_iter().map(|r| metadata_only(r.metadata)).collect(),
     };
     let mut out = Vec::with_capacity(cached.len());
     for (fleet, k) in cached.iter().zip(&keys) {

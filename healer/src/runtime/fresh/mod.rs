@@ -32,6 +32,7 @@ use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
 use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use std::sync::Arc;
@@ -62,6 +63,14 @@ pub fn requests(stateful_set: bool) -> usize {
 
 fn by_name(name: &str) -> ListParams {
     ListParams::default().fields(&format!("metadata.name={name}"))
+}
+
+/// A ReplicaSet of which only the metadata was read (the rules read nothing else).
+fn metadata_only(metadata: ObjectMeta) -> ReplicaSet {
+    ReplicaSet {
+        metadata,
+        ..ReplicaSet::default()
+    }
 }
 
 /// Whether a claim concerns fleet `name`: it carries the identity, or sits at one of the
@@ -196,10 +205,7 @@ async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed,
             .map(Arc::new),
         replica_sets: replica_sets
             .into_iter()
-            .map(|r| ReplicaSet {
-                metadata: r.metadata,
-                ..ReplicaSet::default()
-            })
+            .map(|r| metadata_only(r.metadata))
             .collect(),
     })
 }
