@@ -1149,6 +1149,14 @@ async fn shared_read(env: &Env) -> Result<()> {
     return compare_reads(env, &files).await;
 
     async fn compare_reads(env: &Env, files: &[FleetFile]) -> Result<()> {
+        const BY_NAME: fresh::Listing = fresh::Listing {
+            namespace_whole: false,
+            reservations_whole: false,
+        };
+        const WHOLE: fresh::Listing = fresh::Listing {
+            namespace_whole: true,
+            reservations_whole: true,
+        };
         let fleets_api = env.api::<CelldFleet>();
         let mut live = Vec::new();
         for f in files {
@@ -1169,8 +1177,8 @@ async fn shared_read(env: &Env) -> Result<()> {
             let mut settled = true;
             for batch in &batches {
                 let before = alone(client, batch).await?;
-                let by_name = fresh::read_many(client, &env.ns, batch, false).await?;
-                let whole = fresh::read_many(client, &env.ns, batch, true).await?;
+                let by_name = fresh::read_many(client, &env.ns, batch, BY_NAME).await?;
+                let whole = fresh::read_many(client, &env.ns, batch, WHOLE).await?;
                 let after = alone(client, batch).await?;
                 let f = |v: &[Read]| v.iter().map(found).collect::<Vec<_>>();
                 if f(&before) != f(&after) {
@@ -1201,7 +1209,7 @@ async fn shared_read(env: &Env) -> Result<()> {
             compared == batches.len(),
             "the objects never held still for two reads"
         );
-        let first = fresh::read_many(client, &env.ns, &batches[0], false).await?;
+        let first = fresh::read_many(client, &env.ns, &batches[0], BY_NAME).await?;
         let p = |i: usize| found(&first[i]);
         // The read itself saw what was set up (so the comparison compared something).
         ensure!(
@@ -1237,7 +1245,7 @@ async fn shared_read(env: &Env) -> Result<()> {
             p(3)
         );
         ensure!(p(3)["replicaSetSpecs"] == 0, "{}", p(3));
-        let second = fresh::read_many(client, &env.ns, &batches[1], true).await?;
+        let second = fresh::read_many(client, &env.ns, &batches[1], WHOLE).await?;
         ensure!(
             second[0]
                 .as_ref()

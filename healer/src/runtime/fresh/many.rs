@@ -5,8 +5,8 @@
 //! the fleets waiting at the same moment share one read: the label-selected lists select
 //! every waiting identity at once (`identity in (a,b,...)`), and the objects read by
 //! name (the CelldFleet, its workload, its reservation) are listed by name per fleet, or,
-//! when the fleets waiting are a large share of the namespace's, listed whole and picked
-//! by name. Each fleet then takes out of what was read exactly the objects the read of
+//! when the fleets waiting are a large share of the namespace's (of the cluster's, for
+//! the cluster-scoped reservations), listed whole and picked by name ([`Listing`]). Each fleet then takes out of what was read exactly the objects the read of
 //! that fleet alone would have brought ([`part`]): the same rules, by name, identity,
 //! replacement label and [`super::concerns`].
 //!
@@ -141,18 +141,29 @@ where
         .collect())
 }
 
+/// How a shared read finds the objects it reads by name: one list by name each, or one
+/// list of the whole scope, picked by name (cheaper when the fleets read are a large
+/// share of the scope's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// The namespace's CelldFleets, StatefulSets and Deployments listed whole.
+    pub namespace_whole: bool,
+    /// Every bucket reservation of the cluster (they are cluster-scoped) listed whole.
+    pub reservations_whole: bool,
+}
+
 /// Reads the fleets `cached` (all in namespace `ns`, each identity a valid one) and their
 /// objects from the API server in one shared read; for each, in order, what
-/// [`super::read`] would return for it alone. `whole`: list the objects read by name
-/// whole (one list each) rather than by name per fleet. The healer reads through
+/// [`super::read`] would return for it alone. The healer reads through
 /// [`super::Reads`]; this is public for the end-to-end test that holds it to
 /// [`super::read`] on a real API server.
 pub async fn read_many(
     client: &Client,
     ns: &str,
     cached: &[Arc<CelldFleet>],
-    whole: bool,
+    listing: Listing,
 ) -> Result<Vec<Option<(CelldFleet, Gathered)>>, kube::Error> {
+    let whole = listing.namespace_whole;
     let keys: Vec<Keys> = cached.iter().map(|f| Keys::of(f)).collect();
     let name_of = |f: &Arc<CelldFleet>| f.metadata.name.clone().unwrap_or_default();
     let names: BTreeSet<String> = cached.iter().map(name_of).collect();
@@ -193,7 +204,7 @@ pub async fn read_many(
         claims::read_of(client, ns, &labelled_claims, |n| {
             names.iter().any(|f| claim_ordinal(f, n).is_some())
         }),
-        named_many(&res_api, &reservations, whole),
+        named_many(&res_api, &reservations, listing.reservations_whole),
         async {
             if deployment_identities.is_empty() {
                 return Ok(Vec::new());

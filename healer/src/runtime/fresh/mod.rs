@@ -23,7 +23,7 @@ mod claims;
 mod many;
 mod shared;
 
-pub use many::read_many;
+pub use many::{Listing, read_many};
 pub use shared::{Answer, MAX_BATCH, ReadError, Reads};
 
 use std::collections::HashSet;

@@ -25,7 +25,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::oneshot;
 
 use super::Gathered;
-use super::many::read_many;
+use super::many::{Listing, read_many};
 
 /// At most this many fleets in one shared read (each identity adds about 27 bytes to the
 /// label selectors' query).
@@ -214,12 +214,17 @@ async fn answer(
     if let [one] = batch {
         return vec![super::read(client, one).await.map_err(Into::into)];
     }
-    let in_namespace = fleets
-        .state()
+    let all = fleets.state();
+    let in_namespace = all
         .iter()
         .filter(|f| f.metadata.namespace.as_deref() == Some(ns))
         .count();
-    match read_many(client, ns, batch, whole(batch.len(), in_namespace)).await {
+    let listing = Listing {
+        namespace_whole: whole(batch.len(), in_namespace),
+        // One reservation per fleet of the cluster, whatever its namespace.
+        reservations_whole: whole(batch.len(), all.len()),
+    };
+    match read_many(client, ns, batch, listing).await {
         Ok(answers) => answers.into_iter().map(Ok).collect(),
         Err(e) => {
             let e = ReadError::from(e);
@@ -228,10 +233,10 @@ async fn answer(
     }
 }
 
-/// Whether a shared read of `reading` fleets lists the objects it reads by name whole,
-/// in a namespace of `in_namespace` fleets (see [`WHOLE_ONE_IN`]).
-fn whole(reading: usize, in_namespace: usize) -> bool {
-    reading.saturating_mul(WHOLE_ONE_IN) >= in_namespace
+/// Whether a shared read of `reading` fleets lists a kind it reads by name whole, in a
+/// scope holding that kind for `in_scope` fleets (see [`WHOLE_ONE_IN`]).
+fn whole(reading: usize, in_scope: usize) -> bool {
+    reading.saturating_mul(WHOLE_ONE_IN) >= in_scope
 }
 
 #[cfg(test)]
