@@ -21,7 +21,6 @@ use tracing::debug;
 
 use super::cli::HaltPoint;
 use super::events::Events;
-use super::fresh;
 use super::http::Health;
 use super::leader::Gate;
 use super::members::Observing;
@@ -139,7 +138,6 @@ impl Controller {
             }),
             memory,
             slots: tokio::sync::Semaphore::new(CONCURRENCY),
-            reads: fresh::Reads::new(s.client.clone(), fleets.clone()),
         });
         let poked =
             futures::stream::unfold(

@@ -68,8 +68,6 @@ pub(super) struct Reconciler {
     /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
     /// due fleet waits in line, first come first served, however busy the others are.
     pub(super) slots: tokio::sync::Semaphore,
-    /// The fresh reads, shared by the fleets of a namespace waiting at the same moment.
-    pub(super) reads: fresh::Reads,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -88,7 +86,7 @@ pub enum ReconcileError {
     Status(#[source] kube::Error),
     /// The fresh read that must precede a destructive write failed (nothing written).
     #[error("fresh read before a destructive write failed: {0}")]
-    FreshRead(#[source] fresh::ReadError),
+    FreshRead(#[source] kube::Error),
     /// The capacity history could not be encoded within its bounds (nothing written).
     #[error("capacity history: {0}")]
     History(#[source] crate::capacity::HistoryError),
@@ -134,13 +132,13 @@ struct FreshRead {
 /// `crate::confirm`). Also returns the fresh Pod a confirmed handoff step needs.
 async fn confirm_fresh(
     ctx: &Reconciler,
-    fleet: &Arc<CelldFleet>,
+    fleet: &CelldFleet,
     action: &Action,
     now: Timestamp,
     capacity: &CapacitySignal,
-) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), fresh::ReadError> {
+) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
     ctx.metrics.fresh_reads.inc();
-    let Some((fresh_fleet, g)) = ctx.reads.read(fleet).await? else {
+    let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
             Confirmation::Hold("the CelldFleet is gone from the API server".into()),
             None,

@@ -99,20 +99,9 @@ pub(super) async fn read(
     name: &str,
     identity: &str,
 ) -> Result<Vec<PersistentVolumeClaim>, kube::Error> {
-    let labelled = ListParams::default().labels(&format!("{IDENTITY}={identity}"));
-    read_of(client, ns, &labelled, |n| claim_ordinal(name, n).is_some()).await
-}
-
-/// The claims `labelled` selects in `ns`, then by name each other claim whose name
-/// `at_member_name` accepts (one fleet's, or several fleets' read together).
-pub(super) async fn read_of(
-    client: &Client,
-    ns: &str,
-    labelled: &ListParams,
-    at_member_name: impl Fn(&str) -> bool,
-) -> Result<Vec<PersistentVolumeClaim>, kube::Error> {
     let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
-    let (all, labelled) = futures::try_join!(all_names(client, ns), api.list(labelled))?;
+    let labelled = ListParams::default().labels(&format!("{IDENTITY}={identity}"));
+    let (all, labelled) = futures::try_join!(all_names(client, ns), api.list(&labelled))?;
     let mut claims = labelled.items;
     let found: HashSet<String> = claims
         .iter()
@@ -120,7 +109,7 @@ pub(super) async fn read_of(
         .collect();
     let missing: Vec<ListParams> = all
         .iter()
-        .filter(|n| at_member_name(n) && !found.contains(*n))
+        .filter(|n| claim_ordinal(name, n).is_some() && !found.contains(*n))
         .map(|n| by_name(n))
         .collect();
     let more = futures::future::try_join_all(missing.iter().map(|lp| api.list(lp))).await?;

@@ -14,17 +14,8 @@
 //! to another identity (rule V3) stops growth and healing even while the reservation
 //! watch lags (the simulation's `sim_fails_when_the_reservation_is_not_read_fresh` shows
 //! what happens otherwise).
-//!
-//! The fleets of a namespace waiting for a read at the same moment share one
-//! ([`Reads`], [`many`]): each still gets exactly what its own read would bring, read
-//! after it asked.
 
 mod claims;
-mod many;
-mod shared;
-
-pub use many::{Listing, read_many};
-pub use shared::{Answer, MAX_BATCH, ReadError, Reads};
 
 use std::collections::HashSet;
 
@@ -32,7 +23,6 @@ use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
 use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use std::sync::Arc;
@@ -63,14 +53,6 @@ pub fn requests(stateful_set: bool) -> usize {
 
 fn by_name(name: &str) -> ListParams {
     ListParams::default().fields(&format!("metadata.name={name}"))
-}
-
-/// A ReplicaSet of which only the metadata was read (the rules read nothing else).
-fn metadata_only(metadata: ObjectMeta) -> ReplicaSet {
-    ReplicaSet {
-        metadata,
-        ..ReplicaSet::default()
-    }
 }
 
 /// Whether a claim concerns fleet `name`: it carries the identity, or sits at one of the
@@ -205,7 +187,10 @@ async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed,
             .map(Arc::new),
         replica_sets: replica_sets
             .into_iter()
-            .map(|r| metadata_only(r.metadata))
+            .map(|r| ReplicaSet {
+                metadata: r.metadata,
+                ..ReplicaSet::default()
+            })
             .collect(),
     })
 }
