@@ -49,12 +49,6 @@ pub(super) const DEBOUNCE: Duration = Duration::from_millis(250);
 /// minutes. Here every due fleet starts at once and waits in line for a slot.
 pub(super) const CONCURRENCY: usize = 16;
 
-/// Status patches made at once, apart from [`CONCURRENCY`]: a reconcile gives its slot
-/// up before its status patch. In a burst of 20 lost nodes at 200 fleets, four in five
-/// reconciles acted on nothing and only patched a status, and those patches held the
-/// reconcile slots longer than the force deletes did.
-pub(super) const STATUS_CONCURRENCY: usize = 16;
-
 /// The controller's queue: events coalesced ([`DEBOUNCE`]), and no limit of its own on
 /// reconciles at once: [`CONCURRENCY`] is applied in line, fairly (see there).
 fn config() -> controller::Config {
@@ -144,7 +138,6 @@ impl Controller {
             }),
             memory,
             slots: tokio::sync::Semaphore::new(CONCURRENCY),
-            status_slots: tokio::sync::Semaphore::new(STATUS_CONCURRENCY),
         });
         let poked =
             futures::stream::unfold(

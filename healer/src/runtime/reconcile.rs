@@ -68,9 +68,6 @@ pub(super) struct Reconciler {
     /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
     /// due fleet waits in line, first come first served, however busy the others are.
     pub(super) slots: tokio::sync::Semaphore,
-    /// The status patches made at once (`controller::STATUS_CONCURRENCY`), apart from
-    /// the reconcile slots: a reconcile gives its slot up before its status patch.
-    pub(super) status_slots: tokio::sync::Semaphore,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -281,13 +278,11 @@ pub(super) async fn reconcile(
         return Ok(KAction::await_change());
     }
     // Closed only at shutdown, when nothing is reconciled any more.
-    let Ok(slot) = ctx.slots.acquire().await else {
+    let Ok(_slot) = ctx.slots.acquire().await else {
         return Ok(KAction::await_change());
     };
-    // Given up before the fleet's status patch (see `status_slots`).
-    let mut slot = Some(slot);
     for _ in 0..MAX_PASSES {
-        match pass(fleet.clone(), &ctx, &mut slot).await? {
+        match pass(fleet.clone(), &ctx).await? {
             Pass::Done(step) => return Ok(step),
             Pass::Again => {}
         }
@@ -295,11 +290,7 @@ pub(super) async fn reconcile(
     Ok(KAction::requeue(Duration::from_millis(1)))
 }
 
-async fn pass(
-    fleet: Arc<CelldFleet>,
-    ctx: &Arc<Reconciler>,
-    slot: &mut Option<tokio::sync::SemaphorePermit<'_>>,
-) -> Result<Pass, ReconcileError> {
+async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, ReconcileError> {
     let key = ObjectRef::from_obj(&*fleet);
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
@@ -448,13 +439,6 @@ async fn pass(
     let status_next = if fleet_written {
         None
     } else {
-        // The patch waits for a status slot, not a reconcile slot: in a burst most
-        // reconciles only patch a status, and a fleet with a due force delete must not
-        // wait behind them.
-        *slot = None;
-        let Ok(_status_slot) = ctx.status_slots.acquire().await else {
-            return Ok(Pass::Done(KAction::await_change()));
-        };
         write_status(ctx, &fleet, &plan, Spacing::Spaced).await?
     };
     let mut step = next_step(ctx, &key, plan.wake_at, now);
