@@ -507,7 +507,12 @@ pub fn external_fleet_yaml(f: &crate::FleetFile) -> Result<String> {
     ))
 }
 
-/// Waits until the fleet's workload has `n` replicas and `n` Ready members.
+/// Waits until the fleet's workload has `n` replicas and `n` Ready members, and the
+/// healer has caught up: the fleet's status reports `n` desired, applied and ready. The
+/// healer writes what it owns on Git's objects (the capacity history on the reservation)
+/// in the reconcile before that status, so an engine asked after this compares objects
+/// the healer has stopped writing; asked earlier, it can read an object before a healer
+/// write and dry-run after it, and report a drift that is only the race.
 async fn settle(env: &crate::Env, name: &str, identity: &str, n: i32) -> Result<()> {
     use std::time::Duration;
     kubesim::testing::wait_for(
@@ -518,6 +523,22 @@ async fn settle(env: &crate::Env, name: &str, identity: &str, n: i32) -> Result<
     .await?;
     let want = usize::try_from(n).context("negative member count")?;
     crate::wait_ready_members(env, identity, want, Duration::from_secs(120)).await?;
+    let fleets: kube::Api<celld_gen::api::CelldFleet> = env.api();
+    kubesim::testing::wait_for(
+        &format!("{name}'s status at {n} desired, applied and ready"),
+        Duration::from_secs(60),
+        || async {
+            let st = fleets.get(name).await?.status;
+            Ok(st
+                .filter(|s| {
+                    s.desired_members == Some(n)
+                        && s.applied_members == Some(n)
+                        && s.ready_members == Some(n)
+                })
+                .map(|_| ()))
+        },
+    )
+    .await?;
     Ok(())
 }
 
