@@ -40,6 +40,11 @@
 //! Nodes per zone are sized so that the zone's Pods (the largest count plus the growing
 //! fleets: one member per zone each) fit on the nodes left after the burst, with one
 //! node to spare.
+//!
+//! kubesim runs the stubs inside its own process (`--stubs in-process`; set
+//! `CELLD_SCALE_STUBS=process` for one `celld-stub` process per Pod): on a real cluster
+//! the members run on other machines, and thousands of stub processes on the test
+//! machine's cores would take the time the API server and the healer are measured on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -126,11 +131,13 @@ async fn steady_state_requests_and_memory() -> Result<()> {
     // Every fleet has one member per zone: the zone's Pods must fit on the nodes the
     // burst leaves running, with one node to spare.
     let pods_per_zone = (largest + growing) as u32;
-    let opts = EnvOptions {
+    let stubs = std::env::var("CELLD_SCALE_STUBS").unwrap_or_else(|_| "in-process".into());
+    let mut opts = EnvOptions {
         nodes_per_zone: 2
             .max(pods_per_zone.div_ceil(DEFAULT_NODE_PODS) + burst.div_ceil(zones) as u32 + 1),
         ..EnvOptions::default()
     };
+    opts.kubesim_args.extend(["--stubs".into(), stubs]);
     let Some(mut env) = Env::start_with("scale", opts).await? else {
         return Ok(());
     };

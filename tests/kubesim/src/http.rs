@@ -98,7 +98,9 @@ pub fn error(status: StatusCode, message: &str) -> Resp {
 }
 
 /// Serves `handler` on `listener` until `shutdown` resolves. Each connection runs in its own
-/// task; in-flight connections are not awaited on shutdown.
+/// task, owned by this future: when it returns or is dropped, every open connection is
+/// closed, as when a process exits (a stub served inside kubesim must not answer on a
+/// kept-alive connection after its container died).
 pub async fn serve<H, Fut, S>(listener: TcpListener, handler: H, shutdown: S)
 where
     H: Fn(Req) -> Fut + Send + Sync + 'static,
@@ -106,10 +108,12 @@ where
     S: Future<Output = ()>,
 {
     let handler = Arc::new(handler);
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             _ = &mut shutdown => return,
         };
         let (stream, _) = match accepted {
@@ -121,7 +125,7 @@ where
             }
         };
         let handler = handler.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
                 let handler = handler.clone();
                 async move {

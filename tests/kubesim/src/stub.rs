@@ -245,6 +245,9 @@ pub struct StubConfig {
     pub mode: StubMode,
     pub max_drain_ms: u64,
     pub env: BTreeMap<String, String>,
+    /// The id `/__stub/info` shows as `pid`: the process's, or the id kubesim gave an
+    /// in-process stub (the one its control API shows as the Pod's `stubPid`).
+    pub pid: u32,
 }
 
 impl StubConfig {
@@ -289,6 +292,7 @@ impl StubConfig {
             mode,
             max_drain_ms,
             env,
+            pid: std::process::id(),
         })
     }
 }
@@ -335,7 +339,7 @@ impl Stub {
             runtime_generation: generation,
             started_at_ms: now_ms(),
             disks: read_disks(env),
-            pid: std::process::id(),
+            pid: cfg.pid,
         };
         let (shutdown_tx, _) = tokio::sync::watch::channel(false);
         Arc::new(Self {
@@ -367,7 +371,7 @@ impl Stub {
     pub fn begin_drain(&self) {
         if !self.draining.swap(true, Ordering::SeqCst) {
             tracing::info!("draining");
-            let _ = self.shutdown_tx.send(true);
+            self.shutdown_tx.send_replace(true);
         }
     }
 
@@ -594,8 +598,28 @@ impl Stub {
     }
 
     /// Serves both listeners until SIGTERM/SIGINT or `POST /shutdown`, then drains (health
-    /// 503) for the drain time and returns.
+    /// 503) for the drain time and returns (the `celld-stub` process).
     pub async fn run(self: Arc<Self>) -> Result<()> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        self.run_until(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+        })
+        .await
+    }
+
+    /// Serves both listeners until `stop` resolves or [`Stub::begin_drain`] is called (what
+    /// SIGTERM and `POST /shutdown` do), then drains like [`Stub::run`]. Kubesim runs
+    /// stubs inside its own process this way (`--stubs in-process`): dropping the future
+    /// is the SIGKILL, closing both listeners and every open connection.
+    pub async fn run_until(
+        self: Arc<Self>,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
         let public =
             http::bind(SocketAddr::new(self.identity.ip, self.identity.public_port)).await?;
         let internal = http::bind(SocketAddr::new(
@@ -615,8 +639,10 @@ impl Stub {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
+        // Owned here, so that dropping this future stops both listeners.
+        let mut listeners = tokio::task::JoinSet::new();
         let s1 = self.clone();
-        let pub_task = tokio::spawn(http::serve(
+        listeners.spawn(http::serve(
             public,
             move |req| {
                 let s = s1.clone();
@@ -625,7 +651,7 @@ impl Stub {
             stopped(stop_rx.clone()),
         ));
         let s2 = self.clone();
-        let int_task = tokio::spawn(http::serve(
+        listeners.spawn(http::serve(
             internal,
             move |req| {
                 let s = s2.clone();
@@ -640,12 +666,9 @@ impl Stub {
             stopped(stop_rx.clone()),
         ));
 
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut shutdown_rx = self.shutdown_tx.subscribe();
         tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM"),
-            _ = int.recv() => tracing::info!("SIGINT"),
+            _ = stop => {}
             _ = shutdown_rx.wait_for(|s| *s) => tracing::info!("shutdown requested"),
         }
         self.begin_drain();
@@ -655,8 +678,7 @@ impl Stub {
         tokio::time::sleep(drain).await;
         let _ = stop_tx.send(true);
         let _ = tokio::time::timeout(Duration::from_millis(200), async {
-            let _ = pub_task.await;
-            let _ = int_task.await;
+            while listeners.join_next().await.is_some() {}
         })
         .await;
         tracing::info!("exiting");

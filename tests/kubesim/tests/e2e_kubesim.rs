@@ -132,9 +132,23 @@ async fn wait_ready(pods: &Api<Pod>, name: &str, timeout: Duration) -> Result<Po
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()> {
-    let Some(cluster) =
-        e2e_cluster("kubesim_runs_zone_spread_statefulset_and_injects_faults").await
-    else {
+    run(
+        "kubesim_runs_zone_spread_statefulset_and_injects_faults",
+        "process",
+    )
+    .await
+}
+
+/// The same scenario with every stub a task inside kubesim (`--stubs in-process`, what
+/// the scale runs use): a container's start, drain, SIGKILL, crash loop, node loss and
+/// zombie must look the same from the cluster and from the stubs' addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_stubs_behave_like_stub_processes() -> Result<()> {
+    run("in_process_stubs_behave_like_stub_processes", "in-process").await
+}
+
+async fn run(test: &str, stubs: &str) -> Result<()> {
+    let Some(cluster) = e2e_cluster(test).await else {
         return Ok(());
     };
     let _lock = cluster.lock()?;
@@ -143,6 +157,7 @@ async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()>
         KubeSimOptions {
             kubesim_bin: Some(env!("CARGO_BIN_EXE_kubesim").into()),
             stub_bin: Some(env!("CARGO_BIN_EXE_celld-stub").into()),
+            extra_args: vec!["--stubs".into(), stubs.into()],
             ..KubeSimOptions::default()
         },
     )
@@ -162,7 +177,7 @@ async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()>
         .create(&PostParams::default(), &sc)
         .await?;
 
-    let result = scenario(&cluster, &sim, &ns, &class).await;
+    let result = scenario(&cluster, &sim, &ns, &class, stubs).await;
     if let Err(e) = &result {
         eprintln!(
             "scenario failed: {e:#}\n{}\n{}",
@@ -237,7 +252,13 @@ async fn diagnostics(client: &Client, ns: &str) -> String {
     out
 }
 
-async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Result<()> {
+async fn scenario(
+    cluster: &Cluster,
+    sim: &KubeSim,
+    ns: &str,
+    class: &str,
+    stubs: &str,
+) -> Result<()> {
     let client = &cluster.client;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
@@ -325,6 +346,13 @@ async fn scenario(cluster: &Cluster, sim: &KubeSim, ns: &str, class: &str) -> Re
             .ok()?
             .json()?;
         ensure!(info["member"] == json!(name), "member id {info}");
+        // The stub kubesim runs is the kind asked for: a process (a real pid), or a task
+        // (an id above any Linux pid).
+        let id = view.stub_pid.context("no stub running")?;
+        ensure!(
+            info["pid"] == json!(id) && (id >= 1 << 24) == (stubs == "in-process"),
+            "stub id {id} (info {info}) for --stubs {stubs}"
+        );
         let disk = info["disks"]["data"]["diskId"].as_str().unwrap_or_default();
         ensure!(
             disk.starts_with(pv_name.as_str()),

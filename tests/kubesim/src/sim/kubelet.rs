@@ -1,5 +1,5 @@
 //! The simulated kubelet: one worker task per Pod bound to one of our nodes. A worker owns
-//! the Pod's `celld-stub` process, probes its readiness, writes the Pod status through the
+//! the Pod's stub ([`Container`]: a `celld-stub` process or a task), probes its readiness, writes the Pod status through the
 //! status subresource, and finalizes graceful deletions.
 
 use std::collections::BTreeMap;
@@ -15,10 +15,10 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::watcher;
 use serde_json::json;
-use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::container::{Container, Exit, Killer, StubRuntime};
 use super::{API_RETRY, Sim, SimNode, WorkerHandle, now};
 use crate::control::{FaultKind, PodView};
 use crate::objects::{
@@ -87,6 +87,7 @@ fn on_pod(sim: &Arc<Sim>, pod: &Pod) {
         },
     };
     let (tx, rx) = watch::channel(0u64);
+    let killer = Arc::new(Mutex::new(None));
     let view = Arc::new(Mutex::new(PodView {
         namespace: ns.clone(),
         name: name.clone(),
@@ -108,6 +109,7 @@ fn on_pod(sim: &Arc<Sim>, pod: &Pod) {
             node: node_name.clone(),
             nudge: tx,
             view: view.clone(),
+            killer: killer.clone(),
         },
     );
     drop(inner);
@@ -135,6 +137,7 @@ fn on_pod(sim: &Arc<Sim>, pod: &Pod) {
         ip,
         rx,
         view,
+        killer,
         child: None,
         child_pid: None,
         child_started: None,
@@ -173,7 +176,9 @@ struct Worker {
     ip: Ipv4Addr,
     rx: watch::Receiver<u64>,
     view: Arc<Mutex<PodView>>,
-    child: Option<Child>,
+    /// The running container's [`Killer`], shared with the [`WorkerHandle`].
+    killer: Arc<Mutex<Option<Killer>>>,
+    child: Option<Container>,
     child_pid: Option<u32>,
     child_started: Option<(Timestamp, Instant)>,
     container_id: Option<String>,
@@ -210,12 +215,12 @@ struct Worker {
 
 enum Wake {
     Nudge,
-    Exit(std::io::Result<std::process::ExitStatus>),
+    Exit(Exit),
     Probe,
     Timer,
 }
 
-async fn wait_child(child: &mut Option<Child>) -> std::io::Result<std::process::ExitStatus> {
+async fn wait_child(child: &mut Option<Container>) -> Exit {
     match child.as_mut() {
         Some(c) => c.wait().await,
         None => std::future::pending().await,
@@ -226,15 +231,6 @@ async fn sleep_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-fn signal(pid: u32, sig: i32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: plain kill(2) on a child we spawned and have not reaped yet.
-        unsafe {
-            libc::kill(pid, sig);
-        }
     }
 }
 
@@ -387,12 +383,8 @@ impl Worker {
         )
     }
 
-    fn on_exit(&mut self, st: std::io::Result<std::process::ExitStatus>) {
-        use std::os::unix::process::ExitStatusExt;
-        let (code, sig) = match &st {
-            Ok(s) => (s.code(), s.signal()),
-            Err(_) => (None, Some(9)),
-        };
+    fn on_exit(&mut self, st: Exit) {
+        let (code, sig) = (st.code, st.signal);
         let exit_code = code.unwrap_or(128 + sig.unwrap_or(9));
         let (started_at, started_i) = self.child_started.take().unwrap_or((now(), Instant::now()));
         self.last_state = Some(Terminated {
@@ -409,6 +401,7 @@ impl Worker {
         });
         self.child = None;
         self.child_pid = None;
+        *self.killer.lock().expect("killer") = None;
         self.ready = false;
         self.probe_ok = 0;
         self.probe_fail = 0;
@@ -659,77 +652,61 @@ impl Worker {
         let env = objects::container_env(pod, container, self.ip, self.node.spec.ip, &data)
             .map_err(StartError::Config)?;
         let cfg = &self.sim.cfg;
-        let log_path = cfg
-            .data_dir
-            .join("logs")
-            .join(format!("{}_{}_{}.log", self.ns, self.name, self.uid));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| StartError::Run(format!("opening {}: {e}", log_path.display())))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| StartError::Run(format!("log file: {e}")))?;
-        let mut cmd = tokio::process::Command::new(&self.sim.stub_bin);
-        cmd.env_clear();
-        cmd.env(
-            "PATH",
+        // The environment the stub's process gets (an in-process stub reads the same).
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        vars.insert(
+            "PATH".into(),
             std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
         );
-        cmd.env("RUST_LOG", "info");
+        vars.insert("RUST_LOG".into(), "info".into());
         if let Some(mode) = pod
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(STUB_MODE_ANNOTATION))
         {
-            cmd.env("CELLD_STUB_MODE", mode);
+            vars.insert("CELLD_STUB_MODE".into(), mode.clone());
         }
         if cfg.readiness_delay_ms > 0 {
-            cmd.env(
-                "CELLD_STUB_READY_DELAY_MS",
+            vars.insert(
+                "CELLD_STUB_READY_DELAY_MS".into(),
                 cfg.readiness_delay_ms.to_string(),
             );
         }
-        cmd.env("CELLD_STUB_MAX_DRAIN_MS", cfg.stub_max_drain_ms.to_string());
-        for (k, v) in &env {
-            cmd.env(k, v);
-        }
+        vars.insert(
+            "CELLD_STUB_MAX_DRAIN_MS".into(),
+            cfg.stub_max_drain_ms.to_string(),
+        );
+        vars.extend(env);
         let volumes_env = volumes
             .iter()
             .map(|(n, p)| format!("{n}={p}"))
             .collect::<Vec<_>>()
             .join(",");
-        cmd.env("KUBESIM_POD_IP", self.ip.to_string())
-            .env("KUBESIM_POD_NAME", &self.name)
-            .env("KUBESIM_POD_NAMESPACE", &self.ns)
-            .env("KUBESIM_POD_UID", &self.uid)
-            .env("KUBESIM_NODE_NAME", &self.node.spec.name)
-            .env("KUBESIM_ZONE", &self.node.spec.zone)
-            .env("KUBESIM_IMAGE", image)
-            .env("KUBESIM_VOLUMES", volumes_env)
-            .stdin(std::process::Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe; the stub dies with kubesim.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+        for (k, v) in [
+            ("KUBESIM_POD_IP", self.ip.to_string()),
+            ("KUBESIM_POD_NAME", self.name.clone()),
+            ("KUBESIM_POD_NAMESPACE", self.ns.clone()),
+            ("KUBESIM_POD_UID", self.uid.clone()),
+            ("KUBESIM_NODE_NAME", self.node.spec.name.clone()),
+            ("KUBESIM_ZONE", self.node.spec.zone.clone()),
+            ("KUBESIM_IMAGE", image.to_string()),
+            ("KUBESIM_VOLUMES", volumes_env),
+        ] {
+            vars.insert(k.into(), v);
         }
-        let child = cmd.spawn().map_err(|e| {
-            StartError::Run(format!("spawning {}: {e}", self.sim.stub_bin.display()))
-        })?;
+        let child = match cfg.stubs {
+            StubRuntime::InProcess => Container::task(vars, &self.key()),
+            StubRuntime::Process => self.spawn_process(&vars)?,
+        };
         if self.ever_started {
             self.restart_count += 1;
         }
         self.ever_started = true;
         self.container_seq += 1;
         self.container_id = Some(self.next_container_id());
-        self.child_pid = child.id();
+        self.child_pid = Some(child.id());
+        *self.killer.lock().expect("killer") = Some(child.killer());
         self.child = Some(child);
         self.child_started = Some((now(), Instant::now()));
         self.restart_at = None;
@@ -745,10 +722,47 @@ impl Worker {
         Ok(())
     }
 
+    /// Starts `celld-stub` with exactly `vars` as its environment, logging to its own file;
+    /// it dies with kubesim.
+    fn spawn_process(&self, vars: &BTreeMap<String, String>) -> Result<Container, StartError> {
+        let cfg = &self.sim.cfg;
+        let log_path = cfg
+            .data_dir
+            .join("logs")
+            .join(format!("{}_{}_{}.log", self.ns, self.name, self.uid));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| StartError::Run(format!("opening {}: {e}", log_path.display())))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| StartError::Run(format!("log file: {e}")))?;
+        let mut cmd = tokio::process::Command::new(&self.sim.stub_bin);
+        cmd.env_clear()
+            .envs(vars)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe; the stub dies with kubesim.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| {
+            StartError::Run(format!("spawning {}: {e}", self.sim.stub_bin.display()))
+        })?;
+        Container::process(child)
+            .ok_or_else(|| StartError::Run("the stub exited before it was seen".into()))
+    }
+
     /// SIGKILL the stub (the machine died, or a fault killed the container) and reap it.
     async fn kill_now(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.start_kill();
+            child.start_kill();
             let st = child.wait().await;
             self.child = None;
             // Keep the record of the container that died.
@@ -756,6 +770,7 @@ impl Worker {
             self.restart_at = None;
         }
         self.child_pid = None;
+        *self.killer.lock().expect("killer") = None;
         self.ready = false;
     }
 
@@ -835,10 +850,10 @@ impl Worker {
             })
             .unwrap_or(30)
             .max(0) as u64;
-        if let Some(pid) = self.child_pid {
+        if let Some(child) = &self.child {
             if !self.terminating {
                 tracing::info!(pod = %self.key(), grace_s = grace, "terminating: SIGTERM to stub");
-                signal(pid, libc::SIGTERM);
+                child.killer().terminate();
                 self.terminating = true;
                 self.ready = false;
                 self.sync_status(pod).await;
@@ -920,14 +935,13 @@ impl Worker {
     /// as a kubelet does (SIGTERM, 2 s, SIGKILL), free the IP, remove the worker.
     async fn gone(&mut self) {
         self.terminating = true;
-        if let (Some(pid), true) = (self.child_pid, self.node.is_alive()) {
-            signal(pid, libc::SIGTERM);
-            if let Some(child) = self.child.as_mut()
-                && tokio::time::timeout(Duration::from_secs(2), child.wait())
-                    .await
-                    .is_err()
+        if let (Some(child), true) = (self.child.as_mut(), self.node.is_alive()) {
+            child.killer().terminate();
+            if tokio::time::timeout(Duration::from_secs(2), child.wait())
+                .await
+                .is_err()
             {
-                let _ = child.start_kill();
+                child.start_kill();
                 let _ = child.wait().await;
             }
         }
@@ -954,28 +968,25 @@ fn container_name(pod: &Pod) -> String {
 }
 
 /// SIGKILLs the stub of the live Pod `namespace/name` (the container dies; the kubelet
-/// restarts it with restartCount + 1). Returns the killed pid once the worker has seen
-/// the exit.
+/// restarts it with restartCount + 1). Returns the killed container's id (a pid, or an
+/// in-process stub's id) once the worker has seen the exit.
 pub(crate) async fn kill_stub(sim: &Arc<Sim>, namespace: &str, name: &str) -> Result<u32, String> {
-    let view = {
+    let running = {
         let inner = sim.inner.lock().expect("inner lock");
         inner
             .workers
             .values()
-            .find(|w| {
-                w.namespace == namespace
-                    && w.name == name
-                    && w.view.lock().expect("view").stub_pid.is_some()
+            .filter(|w| w.namespace == namespace && w.name == name)
+            .find_map(|w| {
+                let pid = w.view.lock().expect("view").stub_pid?;
+                let killer = w.killer.lock().expect("killer").clone()?;
+                Some((w.view.clone(), pid, killer))
             })
-            .map(|w| w.view.clone())
     };
-    let Some(view) = view else {
+    let Some((view, pid, killer)) = running else {
         return Err(format!("no running stub for {namespace}/{name}"));
     };
-    let Some(pid) = view.lock().expect("view").stub_pid else {
-        return Err(format!("no running stub for {namespace}/{name}"));
-    };
-    signal(pid, libc::SIGKILL);
+    killer.kill();
     let deadline = Instant::now() + Duration::from_secs(10);
     while view.lock().expect("view").stub_pid == Some(pid) {
         if Instant::now() > deadline {
@@ -987,22 +998,32 @@ pub(crate) async fn kill_stub(sim: &Arc<Sim>, namespace: &str, name: &str) -> Re
     Ok(pid)
 }
 
+/// Kills every stub of the workers `pick` selects and returns their views and how many
+/// were running.
+fn kill_where(
+    sim: &Sim,
+    pick: impl Fn(&WorkerHandle) -> bool,
+) -> (Vec<Arc<Mutex<PodView>>>, usize) {
+    let inner = sim.inner.lock().expect("inner lock");
+    let mut killed = 0;
+    let views = inner
+        .workers
+        .values()
+        .filter(|w| pick(w))
+        .map(|w| {
+            if let Some(k) = w.killer.lock().expect("killer").as_ref() {
+                k.kill();
+                killed += 1;
+            }
+            w.view.clone()
+        })
+        .collect();
+    (views, killed)
+}
+
 /// Kills every stub on a node (the machine is gone) and waits until all are reaped.
 pub(crate) async fn kill_node(sim: &Arc<Sim>, node: &str) {
-    let views: Vec<Arc<Mutex<PodView>>> = {
-        let inner = sim.inner.lock().expect("inner lock");
-        inner
-            .workers
-            .values()
-            .filter(|w| w.node == node)
-            .map(|w| w.view.clone())
-            .collect()
-    };
-    for v in &views {
-        if let Some(pid) = v.lock().expect("view").stub_pid {
-            signal(pid, libc::SIGKILL);
-        }
-    }
+    let (views, _) = kill_where(sim, |w| w.node == node);
     let n = node.to_string();
     sim.nudge_where(|w| w.node == n);
     wait_no_stubs(&views, Duration::from_secs(10)).await;
@@ -1026,17 +1047,7 @@ async fn wait_no_stubs(views: &[Arc<Mutex<PodView>>], limit: Duration) -> bool {
 
 /// Kills every stub (kubesim shutting down). Returns how many were running.
 pub(crate) async fn kill_all(sim: &Arc<Sim>) -> usize {
-    let views: Vec<Arc<Mutex<PodView>>> = {
-        let inner = sim.inner.lock().expect("inner lock");
-        inner.workers.values().map(|w| w.view.clone()).collect()
-    };
-    let mut n = 0;
-    for v in &views {
-        if let Some(pid) = v.lock().expect("view").stub_pid {
-            signal(pid, libc::SIGKILL);
-            n += 1;
-        }
-    }
+    let (views, n) = kill_where(sim, |_| true);
     sim.nudge_where(|_| true);
     wait_no_stubs(&views, Duration::from_secs(3)).await;
     n

@@ -7,6 +7,7 @@
 //! pod worker) that owns its stub process and writes its status.
 
 pub mod api;
+mod container;
 mod kubelet;
 mod node;
 mod provisioner;
@@ -36,6 +37,8 @@ use crate::objects::{NodeSpec, glob_match, node_name};
 /// Pods a node holds (`--node-pods`), as a kubelet's default `maxPods`; tests size their
 /// nodes from it.
 pub const DEFAULT_NODE_PODS: u32 = 110;
+
+pub use container::StubRuntime;
 
 /// kubesim: plays every node's kubelet and the disk provisioner against a real API server.
 #[derive(Debug, Clone, Parser)]
@@ -97,6 +100,11 @@ pub struct Config {
     /// Cap on a stub's drain time after SIGTERM (celld drains CELLD_SHUTDOWN_TOTAL_MS).
     #[arg(long, default_value_t = 3000)]
     pub stub_max_drain_ms: u64,
+    /// How the Pods' stubs run: `process` (one `celld-stub` process each, with its own
+    /// pid and log file) or `in-process` (a task inside kubesim each: the same stub, for
+    /// scale runs where thousands of processes would take the machine's cores).
+    #[arg(long, value_enum, default_value_t = StubRuntime::Process)]
+    pub stubs: StubRuntime,
     /// The celld-stub binary (default: `celld-stub` next to this executable).
     #[arg(long)]
     pub stub_bin: Option<PathBuf>,
@@ -184,6 +192,8 @@ pub(crate) struct WorkerHandle {
     pub node: String,
     pub nudge: watch::Sender<u64>,
     pub view: Arc<Mutex<PodView>>,
+    /// Stops the running container from outside the worker (set while one runs).
+    pub killer: Arc<Mutex<Option<container::Killer>>>,
 }
 
 pub(crate) struct Inner {
@@ -347,7 +357,13 @@ pub async fn run(cfg: Config) -> Result<()> {
         "nodes registered"
     );
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(node::heartbeats(sim.clone()));
+    let heartbeats = node::spawn_heartbeats(sim.clone())?;
+    tasks.spawn(async move {
+        let why = heartbeats
+            .await
+            .unwrap_or_else(|_| "the heartbeat thread panicked".into());
+        tracing::error!("{why}");
+    });
 
     // Watches. Pods: only those bound to some node; we keep ours.
     let pod_stream = reflector::reflector(

@@ -23,7 +23,7 @@ pub(crate) async fn register_all(sim: &Arc<Sim>) -> Result<()> {
     let api: Api<Node> = Api::all(sim.client.clone());
     for node in sim.nodes.values() {
         register(&api, node).await?;
-        heartbeat(sim, node, Report::Full).await?;
+        heartbeat(sim, &sim.client, node, Report::Full).await?;
     }
     if sim.cfg.prune_nodes {
         let selector = format!("{SIM_NODE_LABEL}={}", sim.cfg.node_prefix);
@@ -101,14 +101,19 @@ pub(crate) enum Report {
 
 /// One heartbeat: renew the Lease, and post the node status as `report` says. Runs under
 /// the node's gate so a stop never races a heartbeat.
-pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, report: Report) -> Result<()> {
+pub(crate) async fn heartbeat(
+    sim: &Sim,
+    client: &kube::Client,
+    node: &SimNode,
+    report: Report,
+) -> Result<()> {
     let gate = node.gate.read().await;
     if !*gate {
         return Ok(());
     }
     let t = now();
     let since = *node.ready_since.lock().expect("ready since");
-    let api: Api<Node> = Api::all(sim.client.clone());
+    let api: Api<Node> = Api::all(client.clone());
     let body = match report {
         Report::Full => Some(objects::node_status(
             &node.spec,
@@ -140,7 +145,7 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, report: Report) -> Resu
         }
     }
 
-    let leases: Api<Lease> = Api::namespaced(sim.client.clone(), "kube-node-lease");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let uid = node.uid.lock().expect("uid lock").clone();
     let lease = objects::node_lease(
         &node.spec.name,
@@ -176,8 +181,8 @@ pub(crate) async fn heartbeat(sim: &Sim, node: &SimNode, report: Report) -> Resu
 /// differs from what it reports: the Node is gone, or its Ready condition is not True
 /// (the node lifecycle controller set it Unknown after a late renewal, say). One list
 /// of kubesim's Nodes; if it fails, every node posts.
-async fn differing(sim: &Sim) -> std::collections::HashSet<String> {
-    let api: Api<Node> = Api::all(sim.client.clone());
+async fn differing(sim: &Sim, client: &kube::Client) -> std::collections::HashSet<String> {
+    let api: Api<Node> = Api::all(client.clone());
     let selector = format!("{SIM_NODE_LABEL}={}", sim.cfg.node_prefix);
     let listed = match api.list(&ListParams::default().labels(&selector)).await {
         Ok(l) => l.items,
@@ -203,10 +208,41 @@ async fn differing(sim: &Sim) -> std::collections::HashSet<String> {
         .collect()
 }
 
+/// Runs [`heartbeats`] on a thread of its own, with its own runtime and API client, as a
+/// kubelet's node status loop does not wait on its Pod workers: thousands of workers
+/// busy on kubesim's runtime must not make a Lease renewal late, or the node lifecycle
+/// controller takes a healthy node for lost and evicts its Pods. Resolves if the loop
+/// ever ends (it does not, unless its client cannot be built).
+pub(crate) fn spawn_heartbeats(sim: Arc<Sim>) -> Result<tokio::sync::oneshot::Receiver<String>> {
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("kubesim-heartbeats".into())
+        .spawn(move || {
+            let why = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(async {
+                    match super::client_for(&sim.cfg).await {
+                        Ok(client) => {
+                            heartbeats(sim, client).await;
+                            "the heartbeat loop ended".to_string()
+                        }
+                        Err(e) => format!("the heartbeats' API client: {e:#}"),
+                    }
+                }),
+                Err(e) => format!("the heartbeats' runtime: {e}"),
+            };
+            let _ = done_tx.send(why);
+        })
+        .context("starting the heartbeat thread")?;
+    Ok(done_rx)
+}
+
 /// Renews every live node's Lease every `lease_seconds`, and posts its Ready heartbeat
 /// every `node_status_report_seconds`, or at once when its Node differs from what it
 /// reports (see [`differing`]).
-pub(crate) async fn heartbeats(sim: Arc<Sim>) {
+async fn heartbeats(sim: Arc<Sim>, client: kube::Client) {
     let lease = sim.cfg.lease_seconds.max(1);
     let period = Duration::from_secs(lease);
     // Renewals per status report, rounded up.
@@ -220,17 +256,22 @@ pub(crate) async fn heartbeats(sim: Arc<Sim>) {
         let differing = if due {
             Default::default()
         } else {
-            differing(&sim).await
+            differing(&sim, &client).await
         };
         let beats = sim.nodes.values().filter(|n| n.is_alive()).map(|n| {
-            let sim = sim.clone();
+            let (sim, client) = (sim.clone(), client.clone());
             let n = n.clone();
             let report = if due || differing.contains(&n.spec.name) {
                 Report::Conditions
             } else {
                 Report::LeaseOnly
             };
-            async move { (n.spec.name.clone(), heartbeat(&sim, &n, report).await) }
+            async move {
+                (
+                    n.spec.name.clone(),
+                    heartbeat(&sim, &client, &n, report).await,
+                )
+            }
         });
         for (name, r) in futures::future::join_all(beats).await {
             if let Err(e) = r {
@@ -285,7 +326,7 @@ pub(crate) async fn start(sim: &Arc<Sim>, name: &str) -> Result<()> {
         *gate = true;
         node.alive.store(true, Ordering::SeqCst);
     }
-    heartbeat(sim, &node, Report::Full).await?;
+    heartbeat(sim, &sim.client, &node, Report::Full).await?;
     tracing::warn!(node = %name, "node started again");
     let n = name.to_string();
     sim.nudge_where(|w| w.node == n);
