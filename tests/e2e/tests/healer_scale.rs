@@ -137,7 +137,9 @@ async fn steady_state_requests_and_memory() -> Result<()> {
             .max(pods_per_zone.div_ceil(DEFAULT_NODE_PODS) + burst.div_ceil(zones) as u32 + 1),
         ..EnvOptions::default()
     };
-    opts.kubesim_args.extend(["--stubs".into(), stubs]);
+    if !opts.kubesim_args.iter().any(|a| a.starts_with("--stubs")) {
+        opts.kubesim_args.extend(["--stubs".into(), stubs]);
+    }
     let Some(mut env) = Env::start_with("scale", opts).await? else {
         return Ok(());
     };

@@ -97,23 +97,25 @@ pub fn error(status: StatusCode, message: &str) -> Resp {
     json(status, &serde_json::json!({ "error": message }))
 }
 
-/// Serves `handler` on `listener` until `shutdown` resolves. Each connection runs in its own
-/// task, owned by this future: when it returns or is dropped, every open connection is
-/// closed, as when a process exits (a stub served inside kubesim must not answer on a
-/// kept-alive connection after its container died).
+/// Serves `handler` on `listener` until `shutdown` resolves. The connections are polled
+/// inside this future, not spawned: when it returns or is dropped, the listener and every
+/// open connection are closed right then, as when a process exits (a stub served inside
+/// kubesim must not accept or answer, even on a kept-alive connection, once its
+/// container is dead).
 pub async fn serve<H, Fut, S>(listener: TcpListener, handler: H, shutdown: S)
 where
     H: Fn(Req) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Resp> + Send + 'static,
     S: Future<Output = ()>,
 {
+    use futures::StreamExt;
     let handler = Arc::new(handler);
-    let mut connections = tokio::task::JoinSet::new();
+    let mut connections = futures::stream::FuturesUnordered::new();
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            Some(()) = connections.next(), if !connections.is_empty() => continue,
             _ = &mut shutdown => return,
         };
         let (stream, _) = match accepted {
@@ -124,36 +126,42 @@ where
                 continue;
             }
         };
-        let handler = handler.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |req: Request<Incoming>| {
-                let handler = handler.clone();
-                async move {
-                    let (parts, body) = req.into_parts();
-                    let body = match Limited::new(body, MAX_BODY).collect().await {
-                        Ok(b) => b.to_bytes(),
-                        Err(_) => {
-                            return Ok::<_, Infallible>(error(
-                                StatusCode::PAYLOAD_TOO_LARGE,
-                                "body too large or unreadable",
-                            ));
-                        }
-                    };
-                    let req = Req {
-                        method: parts.method,
-                        path: parts.uri.path().to_string(),
-                        query: parts.uri.query().map(str::to_string),
-                        body,
-                    };
-                    Ok::<_, Infallible>(handler(req).await)
-                }
-            });
-            let _ = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+        connections.push(connection(stream, handler.clone()));
     }
+}
+
+/// One HTTP/1.1 connection (kept alive) of [`serve`].
+async fn connection<H, Fut>(stream: tokio::net::TcpStream, handler: Arc<H>)
+where
+    H: Fn(Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Resp> + Send + 'static,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let handler = handler.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = match Limited::new(body, MAX_BODY).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return Ok::<_, Infallible>(error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "body too large or unreadable",
+                    ));
+                }
+            };
+            let req = Req {
+                method: parts.method,
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().map(str::to_string),
+                body,
+            };
+            Ok::<_, Infallible>(handler(req).await)
+        }
+    });
+    let _ = http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 /// Binds a listener, with a clear error naming the address.

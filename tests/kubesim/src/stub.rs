@@ -639,19 +639,19 @@ impl Stub {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        // Owned here, so that dropping this future stops both listeners.
-        let mut listeners = tokio::task::JoinSet::new();
+        // Both listeners are polled inside this future, not spawned: dropping it closes
+        // them and their connections at once.
         let s1 = self.clone();
-        listeners.spawn(http::serve(
+        let public = http::serve(
             public,
             move |req| {
                 let s = s1.clone();
                 async move { s.handle_public(&req) }
             },
             stopped(stop_rx.clone()),
-        ));
+        );
         let s2 = self.clone();
-        listeners.spawn(http::serve(
+        let internal = http::serve(
             internal,
             move |req| {
                 let s = s2.clone();
@@ -664,10 +664,16 @@ impl Stub {
                 }
             },
             stopped(stop_rx.clone()),
-        ));
+        );
+        // Fused: it is polled again after each phase below.
+        let serving = futures::FutureExt::fuse(async {
+            tokio::join!(public, internal);
+        });
+        tokio::pin!(serving);
 
         let mut shutdown_rx = self.shutdown_tx.subscribe();
         tokio::select! {
+            _ = &mut serving => {}
             _ = stop => {}
             _ = shutdown_rx.wait_for(|s| *s) => tracing::info!("shutdown requested"),
         }
@@ -675,12 +681,12 @@ impl Stub {
         let drain = self.drain_duration();
         tracing::info!(drain_ms = drain.as_millis() as u64, "draining before exit");
         // A second SIGTERM/SIGINT does not cut the drain short, as in celld.
-        tokio::time::sleep(drain).await;
+        tokio::select! {
+            _ = &mut serving => {}
+            _ = tokio::time::sleep(drain) => {}
+        }
         let _ = stop_tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_millis(200), async {
-            while listeners.join_next().await.is_some() {}
-        })
-        .await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), &mut serving).await;
         tracing::info!("exiting");
         Ok(())
     }

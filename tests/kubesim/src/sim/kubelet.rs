@@ -971,6 +971,7 @@ fn container_name(pod: &Pod) -> String {
 /// restarts it with restartCount + 1). Returns the killed container's id (a pid, or an
 /// in-process stub's id) once the worker has seen the exit.
 pub(crate) async fn kill_stub(sim: &Arc<Sim>, namespace: &str, name: &str) -> Result<u32, String> {
+    // The running container as its worker last set it (its id and its killer together).
     let running = {
         let inner = sim.inner.lock().expect("inner lock");
         inner
@@ -978,17 +979,22 @@ pub(crate) async fn kill_stub(sim: &Arc<Sim>, namespace: &str, name: &str) -> Re
             .values()
             .filter(|w| w.namespace == namespace && w.name == name)
             .find_map(|w| {
-                let pid = w.view.lock().expect("view").stub_pid?;
                 let killer = w.killer.lock().expect("killer").clone()?;
-                Some((w.view.clone(), pid, killer))
+                Some((w.killer.clone(), w.view.clone(), killer))
             })
     };
-    let Some((view, pid, killer)) = running else {
+    let Some((slot, view, killer)) = running else {
         return Err(format!("no running stub for {namespace}/{name}"));
     };
+    let pid = killer.id();
     killer.kill();
+    // Dead once the worker has seen the exit (the slot) and published it (the view).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while view.lock().expect("view").stub_pid == Some(pid) {
+    let seen = || {
+        slot.lock().expect("killer").as_ref().map(Killer::id) != Some(pid)
+            && view.lock().expect("view").stub_pid != Some(pid)
+    };
+    while !seen() {
         if Instant::now() > deadline {
             return Err(format!("stub {pid} of {namespace}/{name} did not die"));
         }

@@ -297,6 +297,7 @@ async fn client_for(cfg: &Config) -> Result<Client> {
 /// workers, the provisioner and the control API. On shutdown every stub is killed and the
 /// cluster is left as it is.
 pub async fn run(cfg: Config) -> Result<()> {
+    raise_open_files(cfg.stubs);
     let client = client_for(&cfg).await?;
     let stub_bin = cfg.stub_path()?;
     std::fs::create_dir_all(cfg.data_dir.join("logs"))
@@ -483,6 +484,28 @@ pub async fn run(cfg: Config) -> Result<()> {
         "kubesim stopped"
     );
     Ok(())
+}
+
+/// Raises the soft limit on open files to the hard one. In-process stubs hold their
+/// listeners (two per Pod) and connections in kubesim itself, so the common soft limit of
+/// 1,024 would end at a few hundred Pods, each further stub failing to bind.
+fn raise_open_files(stubs: StubRuntime) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0
+        }
+    };
+    if raised {
+        tracing::info!(open_files = lim.rlim_cur, ?stubs, "open-file limit");
+    } else {
+        tracing::warn!(error = %std::io::Error::last_os_error(), ?stubs, "could not raise the open-file limit");
+    }
 }
 
 /// Time helper for modules.
