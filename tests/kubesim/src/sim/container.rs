@@ -133,7 +133,6 @@ fn signal(pid: u32, sig: i32) {
 
 /// A running container, owned by its Pod's worker.
 pub(crate) struct Container {
-    id: u32,
     run: Run,
     killer: Killer,
     /// How it ended, once [`Container::wait`] saw it (a task's end is read only once).
@@ -150,7 +149,6 @@ impl Container {
     pub fn process(child: Child) -> Option<Container> {
         let id = child.id()?;
         Some(Container {
-            id,
             run: Run::Process(child),
             killer: Killer::Process(id),
             exited: None,
@@ -195,7 +193,6 @@ impl Container {
             stub,
         };
         Container {
-            id,
             run: Run::Task(handle),
             killer,
             exited: None,
@@ -204,7 +201,7 @@ impl Container {
 
     /// The process id, or the in-process stub's id.
     pub fn id(&self) -> u32 {
-        self.id
+        self.killer.id()
     }
 
     pub fn killer(&self) -> Killer {

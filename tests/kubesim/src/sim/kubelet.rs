@@ -1,6 +1,7 @@
 //! The simulated kubelet: one worker task per Pod bound to one of our nodes. A worker owns
-//! the Pod's stub ([`Container`]: a `celld-stub` process or a task), probes its readiness, writes the Pod status through the
-//! status subresource, and finalizes graceful deletions.
+//! the Pod's stub ([`Container`]: a `celld-stub` process or a task), probes its
+//! readiness, writes the Pod status through the status subresource, and finalizes
+//! graceful deletions.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -139,7 +140,6 @@ fn on_pod(sim: &Arc<Sim>, pod: &Pod) {
         view,
         killer,
         child: None,
-        child_pid: None,
         child_started: None,
         container_id: None,
         container_seq: 0,
@@ -179,7 +179,6 @@ struct Worker {
     /// The running container's [`Killer`], shared with the [`WorkerHandle`].
     killer: Arc<Mutex<Option<Killer>>>,
     child: Option<Container>,
-    child_pid: Option<u32>,
     child_started: Option<(Timestamp, Instant)>,
     container_id: Option<String>,
     container_seq: u32,
@@ -314,7 +313,7 @@ impl Worker {
         v.ready = self.ready;
         v.restart_count = self.restart_count;
         v.fault = self.fault;
-        v.stub_pid = self.child_pid;
+        v.stub_pid = self.child.as_ref().map(Container::id);
         v.applied_fault = self.applied.flatten();
         if self.applied.is_none() {
             v.applied_fault = None;
@@ -400,7 +399,6 @@ impl Worker {
             container_id: self.container_id.clone().unwrap_or_default(),
         });
         self.child = None;
-        self.child_pid = None;
         *self.killer.lock().expect("killer") = None;
         self.ready = false;
         self.probe_ok = 0;
@@ -705,7 +703,6 @@ impl Worker {
         self.ever_started = true;
         self.container_seq += 1;
         self.container_id = Some(self.next_container_id());
-        self.child_pid = Some(child.id());
         *self.killer.lock().expect("killer") = Some(child.killer());
         self.child = Some(child);
         self.child_started = Some((now(), Instant::now()));
@@ -718,7 +715,7 @@ impl Worker {
         let first = Duration::from_secs(u64::from(self.probe.initial_delay_s))
             .max(Duration::from_millis(300));
         self.next_probe = Some(Instant::now() + first);
-        tracing::info!(pod = %self.key(), ip = %self.ip, pid = ?self.child_pid, restarts = self.restart_count, "stub started");
+        tracing::info!(pod = %self.key(), ip = %self.ip, pid = ?self.child.as_ref().map(Container::id), restarts = self.restart_count, "stub started");
         Ok(())
     }
 
@@ -769,7 +766,6 @@ impl Worker {
             self.on_exit(st);
             self.restart_at = None;
         }
-        self.child_pid = None;
         *self.killer.lock().expect("killer") = None;
         self.ready = false;
     }
