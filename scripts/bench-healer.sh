@@ -15,7 +15,10 @@
 # process's time to /readyz, to the Lease and to every fleet reconciled
 # (celld_healer_fleets_reconciled), with the API requests it cost; then a burst:
 # BURST_NODES nodes (default 20) stopped at once and their members deleted, each
-# force-delete timed from its deadline. After the last
+# force-delete timed from its deadline; then the burst's floor: FLOOR_NODES nodes (default
+# BURST_NODES; 0 for none) the same way with the healer stopped, each Pod force-deleted
+# by the test at its deadline with nothing else sent (no healer can beat it on this
+# cluster). After the last
 # count it heals one fleet while GROWING (default 100) new fleets grow. It starts its
 # own control plane on the ports of
 # tests/controlplane/env.sh (override the CP_*_PORT variables to run beside another) and
@@ -27,9 +30,10 @@ cd "$ROOT"
 COUNTS="${1:-50,200,1000}"
 [[ $COUNTS =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "usage: $0 [COUNT[,COUNT...]]" >&2; exit 2; }
 BURST_NODES="${BURST_NODES:-20}"
+FLOOR_NODES="${FLOOR_NODES:-$BURST_NODES}"
 GROWING="${GROWING:-100}"
-[[ $BURST_NODES =~ ^[0-9]+$ && $GROWING =~ ^[0-9]+$ ]] \
-  || { echo "BURST_NODES and GROWING are whole numbers" >&2; exit 2; }
+[[ $BURST_NODES =~ ^[0-9]+$ && $FLOOR_NODES =~ ^[0-9]+$ && $GROWING =~ ^[0-9]+$ ]] \
+  || { echo "BURST_NODES, FLOOR_NODES and GROWING are whole numbers" >&2; exit 2; }
 DOC="$ROOT/docs/performance.md"
 BEGIN='<!-- bench-healer:begin -->'
 END='<!-- bench-healer:end -->'
@@ -66,9 +70,10 @@ trap 'step "stopping the control plane"; tests/controlplane/stop.sh >&2' EXIT
 cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9}' /proc/stat; }
 read -r TICKS0 STEAL0 < <(cpu_ticks)
 LOG="$(mktemp)"
-step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes, $GROWING growing (log: $LOG)"
+step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes (floor: $FLOOR_NODES), $GROWING growing (log: $LOG)"
 CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$HEALER" \
-  CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_GROWING="$GROWING" \
+  CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_FLOOR_NODES="$FLOOR_NODES" \
+  CELLD_SCALE_GROWING="$GROWING" \
   cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
   || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
 
@@ -97,6 +102,10 @@ TABLE="$(table scale-row \
 BURSTS="$(table burst-row \
   'fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
   '| {fleets} | {nodes} | {actions} ({fleets_hit}) | {spread_s} s | {p50_s} s | {p99_s} s | {max_s} s | {over_1s} |')"
+# The bursts' floor: the healer stopped, each Pod force-deleted blind at its deadline.
+FLOORS="$(table floor-row \
+  'fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
+  '| {fleets} | {nodes} | {actions} ({fleets_hit}) | {spread_s} s | {p50_s} s | {p99_s} s | {max_s} s | {over_1s} |')"
 # Healing one fleet while others grow.
 HEALS="$(table heal-row \
   'Ready fleets|fleets created and growing|deadline to force-delete|deadline to the fleet Ready again|growing fleets all Ready after' \
@@ -108,15 +117,17 @@ STARTS="$(table start-row \
 [[ $(grep -c '^| [0-9]' <<<"$STARTS") -ge 1 ]] || { echo "no [start-row] in $LOG" >&2; exit 1; }
 [[ $BURST_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$BURSTS") -ge 1 ]] \
   || { echo "no [burst-row] in $LOG" >&2; exit 1; }
+[[ $FLOOR_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$FLOORS") -ge 1 ]] \
+  || { echo "no [floor-row] in $LOG" >&2; exit 1; }
 [[ $GROWING -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$HEALS") -ge 1 ]] \
   || { echo "no [heal-row] in $LOG" >&2; exit 1; }
 
 read -r TICKS1 STEAL1 < <(cpu_ticks)
 STEAL_PCT=$(( (STEAL1 - STEAL0) * 100 / (TICKS1 - TICKS0 > 0 ? TICKS1 - TICKS0 : 1) ))
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end, ${STEAL_PCT}% of CPU time stolen by the hypervisor during the run"
-SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).\n\n%s\n\nThe healer restarted at the largest count (SIGTERM, then a new process): from the new process'"'"'s start.\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
-  "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$GROWING" "$COUNTS" "$TABLE" "$STARTS" \
-  "$BURST_NODES" "$BURSTS" "$GROWING" "$HEALS" "$END")"
+SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s FLOOR_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).\n\n%s\n\nThe healer restarted at the largest count (SIGTERM, then a new process): from the new process'"'"'s start.\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write (goal: p99 under 1 s).\n\n%s\n\nThe floor under it: the same burst (%s nodes) with the healer stopped, each Pod force-deleted by the test at its deadline, with no read, Event or status, every delete in flight at once. No healer can do better on this cluster.\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \
+  "$BEGIN" "$(date -u +%Y-%m-%d)" "$MACHINE" "$BURST_NODES" "$FLOOR_NODES" "$GROWING" "$COUNTS" "$TABLE" "$STARTS" \
+  "$BURST_NODES" "$BURSTS" "$FLOOR_NODES" "$FLOORS" "$GROWING" "$HEALS" "$END")"
 python3 - "$DOC" "$BEGIN" "$END" "$SECTION" <<'EOF'
 import sys
 path, begin, end, section = sys.argv[1:]
@@ -125,5 +136,5 @@ head, rest = text.split(begin, 1)
 _, tail = rest.split(end, 1)
 open(path, "w").write(head + section + tail)
 EOF
-printf '%s\n\n%s\n\n%s\n\n%s\n' "$TABLE" "$STARTS" "$BURSTS" "$HEALS"
+printf '%s\n\n%s\n\n%s\n\n%s\n\n%s\n' "$TABLE" "$STARTS" "$BURSTS" "$FLOORS" "$HEALS"
 step "written to $DOC"

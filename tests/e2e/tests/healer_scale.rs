@@ -31,7 +31,17 @@
 //!   after the delete). Prints `[burst-row]` (p50, p99, max). Goal: p99 under 1 s,
 //!   reported, never asserted. The controller-manager would spread the same evictions
 //!   over a minute (it taints 0.1 node per second per zone), so the test deletes the Pods
-//!   itself to make the deadlines fall together.
+//!   itself to make the deadlines fall together. The Events are read from one watch
+//!   opened before the deletes, not by listing them again and again: the API server
+//!   keeps no watch cache of Events, so each list was a read of every Event of the
+//!   namespace from etcd, during the burst being measured.
+//! - With `CELLD_SCALE_FLOOR_NODES` above 0 (the benchmark sets it; CI does not), after
+//!   the burst, its floor: the healer is stopped, the same burst is made, and the test
+//!   itself force-deletes each Pod at its deadline, blind (no read, no Event, no status,
+//!   every delete in flight at once), timed the same way. No healer can beat that on
+//!   this cluster, so the two rows side by side say how much of the burst's lag is the
+//!   healer's own work and how much is the cluster's. Prints `[floor-row]`; a new healer
+//!   is started afterwards.
 //! - After the last count, healing one fleet while `CELLD_SCALE_GROWING` others (default
 //!   10; the benchmark grows 100) are created and grow: one Ready fleet's member loses
 //!   its node and is deleted; the time from its force-delete deadline to the write and to
@@ -126,6 +136,7 @@ async fn steady_state_requests_and_memory() -> Result<()> {
     let counts = counts()?;
     let largest = counts.last().copied().unwrap_or(50);
     let burst = env_number("CELLD_SCALE_BURST_NODES", 3)?;
+    let floor = env_number("CELLD_SCALE_FLOOR_NODES", 0)?;
     let growing = env_number("CELLD_SCALE_GROWING", 10)?;
     let zones = ZONES.len();
     // Every fleet has one member per zone: the zone's Pods must fit on the nodes the
@@ -133,8 +144,9 @@ async fn steady_state_requests_and_memory() -> Result<()> {
     let pods_per_zone = (largest + growing) as u32;
     let stubs = std::env::var("CELLD_SCALE_STUBS").unwrap_or_else(|_| "in-process".into());
     let mut opts = EnvOptions {
-        nodes_per_zone: 2
-            .max(pods_per_zone.div_ceil(DEFAULT_NODE_PODS) + burst.div_ceil(zones) as u32 + 1),
+        nodes_per_zone: 2.max(
+            pods_per_zone.div_ceil(DEFAULT_NODE_PODS) + burst.max(floor).div_ceil(zones) as u32 + 1,
+        ),
         ..EnvOptions::default()
     };
     if !opts.kubesim_args.iter().any(|a| a.starts_with("--stubs")) {
@@ -143,7 +155,7 @@ async fn steady_state_requests_and_memory() -> Result<()> {
     let Some(mut env) = Env::start_with("scale", opts).await? else {
         return Ok(());
     };
-    let r = scale(&mut env, &counts, burst, growing).await;
+    let r = scale(&mut env, &counts, burst, floor, growing).await;
     env.finish(r).await
 }
 
@@ -161,7 +173,13 @@ fn scale_healer(env: &Env, identity: &str) -> HealerOptions {
     o
 }
 
-async fn scale(env: &mut Env, counts: &[usize], burst: usize, growing: usize) -> Result<()> {
+async fn scale(
+    env: &mut Env,
+    counts: &[usize],
+    burst: usize,
+    floor: usize,
+    growing: usize,
+) -> Result<()> {
     let mut fleets: Vec<FleetFile> = Vec::new();
     let mut healer = None;
     let largest = counts.last().copied().unwrap_or(0);
@@ -185,11 +203,15 @@ async fn scale(env: &mut Env, counts: &[usize], burst: usize, growing: usize) ->
         if n == largest {
             h = restart(env, h, n).await?;
         }
-        healer = Some(h);
         if burst > 0 {
             burst_of_nodes(env, h, n, burst).await?;
             all_ready(env, &fleets, Duration::from_secs(240.max(3 * n as u64))).await?;
         }
+        if floor > 0 {
+            h = floor_burst(env, h, n, floor).await?;
+            all_ready(env, &fleets, Duration::from_secs(240.max(3 * n as u64))).await?;
+        }
+        healer = Some(h);
     }
     if growing > 0 {
         let more = heal_while_growing(env, &fleets, growing).await?;
@@ -377,45 +399,104 @@ async fn restart(env: &mut Env, old: usize, n: usize) -> Result<usize> {
     Ok(h)
 }
 
-/// `MemberForceDeleted` Events recorded since `since`, by Pod: (fleet, the deadline the
-/// healer computed: the end of the Pod's grace its note names plus the margin, the
-/// Event's time). The core Event API with a field selector: only these come back, however
-/// many other Events the fleets have.
-async fn force_deletes(
-    env: &Env,
-    since: Timestamp,
-) -> Result<BTreeMap<String, (String, Timestamp, Timestamp)>> {
-    let api: Api<CoreEvent> = Api::namespaced(env.client.clone(), &env.ns);
-    let list = api
-        .list(&ListParams::default().fields("reason=MemberForceDeleted"))
-        .await?;
+/// A `MemberForceDeleted` Event as (Pod, fleet, the deadline the healer computed: the
+/// end of the Pod's grace its note names plus the margin, the Event's time); `None` for
+/// one without a time.
+fn force_delete_of(e: &CoreEvent) -> Result<Option<(String, String, Timestamp, Timestamp)>> {
+    let Some(at) = e.event_time.as_ref().map(|t| t.0) else {
+        return Ok(None);
+    };
+    let note = e.message.clone().unwrap_or_default();
+    // "Force-deleted Pod <name>: its grace ended at <RFC 3339> and its node ..."
+    let parsed = note
+        .strip_prefix("Force-deleted Pod ")
+        .and_then(|r| r.split_once(": its grace ended at "))
+        .and_then(|(pod, r)| Some((pod, r.split_once(' ')?.0)));
+    let Some((pod, grace_end)) = parsed else {
+        bail!("a MemberForceDeleted Event with an unexpected note: {note:?}");
+    };
+    let grace_end: Timestamp = grace_end
+        .parse()
+        .with_context(|| format!("the grace end in {note:?}"))?;
+    let fleet = e.involved_object.name.clone().unwrap_or_default();
     let margin = SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
-    let mut out = BTreeMap::new();
-    for e in list {
-        let Some(at) = e.event_time.as_ref().map(|t| t.0) else {
-            continue;
-        };
-        if at < since {
-            continue;
-        }
-        let note = e.message.clone().unwrap_or_default();
-        // "Force-deleted Pod <name>: its grace ended at <RFC 3339> and its node ..."
-        let parsed = note
-            .strip_prefix("Force-deleted Pod ")
-            .and_then(|r| r.split_once(": its grace ended at "))
-            .and_then(|(pod, r)| Some((pod, r.split_once(' ')?.0)));
-        let Some((pod, grace_end)) = parsed else {
-            bail!("a MemberForceDeleted Event with an unexpected note: {note:?}");
-        };
-        let grace_end: Timestamp = grace_end
-            .parse()
-            .with_context(|| format!("the grace end in {note:?}"))?;
-        let fleet = e.involved_object.name.clone().unwrap_or_default();
-        // The first write for a Pod counts (a retry would be a later Event).
-        out.entry(pod.to_string())
-            .or_insert((fleet, grace_end + margin, at));
+    Ok(Some((pod.to_string(), fleet, grace_end + margin, at)))
+}
+
+/// What a [`ForceDeletes`] watch has seen: by Pod, (fleet, deadline, the Event's time).
+type Seen = BTreeMap<String, (String, Timestamp, Timestamp)>;
+
+/// The `MemberForceDeleted` Events of the test's namespace, as they are recorded, from
+/// one watch opened before the Pods are deleted. Events have no watch cache in the API
+/// server: a list of them is read from etcd and decoded whole, every Event of the
+/// namespace, to find the few this asks for. Listed four times a second, as a poll
+/// would, that cost the API server about a sixteenth of its CPU during a burst it was
+/// meant to measure (a profile of the 200-fleet burst); a watch costs it one decode per
+/// Event written.
+struct ForceDeletes {
+    seen: std::sync::Arc<std::sync::Mutex<(Seen, Option<String>)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ForceDeletes {
+    /// Watches from now on; Events older than `since` are left out.
+    fn watch(env: &Env, since: Timestamp) -> ForceDeletes {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let api: Api<CoreEvent> = Api::namespaced(env.client.clone(), &env.ns);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new((Seen::new(), None)));
+        let into = seen.clone();
+        let task = tokio::spawn(async move {
+            let cfg = watcher::Config::default().fields("reason=MemberForceDeleted");
+            let mut events = watcher(api, cfg)
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(e) = events.next().await {
+                let mut guard = into.lock().expect("not poisoned");
+                match e
+                    .map_err(anyhow::Error::from)
+                    .and_then(|e| force_delete_of(&e))
+                {
+                    // The first write for a Pod counts (a retry would be a later Event).
+                    Ok(Some((pod, fleet, deadline, at))) if at >= since => {
+                        guard.0.entry(pod).or_insert((fleet, deadline, at));
+                    }
+                    Ok(_) => {}
+                    Err(e) => guard.1 = Some(format!("{e:#}")),
+                }
+            }
+        });
+        ForceDeletes { seen, task }
     }
-    Ok(out)
+
+    /// The force deletes seen so far; an error if an Event could not be read.
+    fn seen(&self) -> Result<Seen> {
+        let guard = self.seen.lock().expect("not poisoned");
+        if let Some(e) = &guard.1 {
+            bail!("watching MemberForceDeleted Events: {e}");
+        }
+        Ok(guard.0.clone())
+    }
+
+    /// Waits until every Pod of `want` has its force delete.
+    async fn wait_all(&self, want: &BTreeSet<String>, timeout: Duration) -> Result<Seen> {
+        wait_for(
+            "a MemberForceDeleted Event for every deleted Pod",
+            timeout,
+            || async {
+                let got = self.seen()?;
+                Ok(want.iter().all(|p| got.contains_key(p)).then_some(got))
+            },
+        )
+        .await
+    }
+}
+
+impl Drop for ForceDeletes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// p-th percentile (nearest rank) of ascending values.
@@ -485,10 +566,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Stops `count` nodes (round robin over the zones) at once, deletes every member Pod on
-/// them at once, and measures each force-delete from its deadline; then starts the nodes
-/// again.
-async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<()> {
+/// `count` running nodes, round robin over the zones, each zone keeping at least one.
+async fn choose_nodes(env: &Env, count: usize) -> Result<Vec<String>> {
     let state = env.sim.control.state().await?;
     let mut by_zone: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for node in state.nodes.iter().filter(|n| n.alive) {
@@ -517,7 +596,25 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         chosen.len() == count,
         "a burst of {count} nodes needs more nodes per zone than {by_zone:?}"
     );
-    let stopped: BTreeSet<&str> = chosen.iter().map(String::as_str).collect();
+    Ok(chosen)
+}
+
+/// A burst under way: the nodes stopped, and their member Pods as the deletes left them
+/// (Terminating, with their deletionTimestamp).
+struct Burst {
+    nodes: Vec<String>,
+    deleted: Vec<Pod>,
+    /// The fleets hit (identities).
+    hit: BTreeSet<String>,
+    stopped_in: Duration,
+    deleted_in: Duration,
+}
+
+/// Stops `nodes` at once, then deletes every member Pod on them at once: what the
+/// taint-eviction controller sends for each Pod of a lost node, a plain DELETE (the
+/// Pod's own grace), here with the Pod's uid as precondition.
+async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
+    let stopped: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
     let pods: Api<Pod> = env.api();
     let victims: Vec<Pod> = pods
         .list(&ListParams::default())
@@ -527,7 +624,7 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
             stopped.contains(node_of(p).as_str()) && p.metadata.deletion_timestamp.is_none()
         })
         .collect();
-    ensure!(!victims.is_empty(), "no member Pod on {chosen:?}");
+    ensure!(!victims.is_empty(), "no member Pod on {nodes:?}");
     let hit: BTreeSet<String> = victims
         .iter()
         .filter_map(|p| {
@@ -538,11 +635,9 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
                 .cloned()
         })
         .collect();
-    let m0 = env.h(h).metrics_text().await?;
-    let t0 = Timestamp::now();
     let started = Instant::now();
     let mut stops = tokio::task::JoinSet::new();
-    for node in chosen.clone() {
+    for node in nodes.clone() {
         let control = env.sim.control.clone();
         stops.spawn(async move { control.stop_node(&node).await });
     }
@@ -550,12 +645,11 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         r??;
     }
     let stopped_in = started.elapsed();
-    // What the taint-eviction controller sends for each Pod of a lost node: a plain
-    // DELETE (the Pod's own grace), here with the Pod's uid as precondition.
     let mut deletes = tokio::task::JoinSet::new();
     for chunk in victims.chunks(victims.len().div_ceil(32)) {
         let (pods, chunk) = (pods.clone(), chunk.to_vec());
         deletes.spawn(async move {
+            let mut deleted = Vec::new();
             for p in chunk {
                 let dp = DeleteParams {
                     preconditions: Some(Preconditions {
@@ -564,16 +658,57 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
                     }),
                     ..DeleteParams::default()
                 };
-                pods.delete(p.metadata.name.as_deref().unwrap_or_default(), &dp)
-                    .await?;
+                let name = p.metadata.name.clone().unwrap_or_default();
+                // Graceful: the API server answers with the Pod, now Terminating.
+                let Some(pod) = pods.delete(&name, &dp).await?.left() else {
+                    bail!("{name} was deleted at once, not held for its grace");
+                };
+                deleted.push(pod);
             }
-            anyhow::Ok(())
+            anyhow::Ok(deleted)
         });
     }
+    let mut deleted = Vec::new();
     while let Some(r) = deletes.join_next().await {
+        deleted.extend(r??);
+    }
+    Ok(Burst {
+        nodes,
+        deleted,
+        hit,
+        stopped_in,
+        deleted_in: started.elapsed(),
+    })
+}
+
+/// Starts `nodes` again, at once.
+async fn start_nodes(env: &Env, nodes: Vec<String>) -> Result<()> {
+    let mut starts = tokio::task::JoinSet::new();
+    for node in nodes {
+        let control = env.sim.control.clone();
+        starts.spawn(async move { control.start_node(&node).await });
+    }
+    while let Some(r) = starts.join_next().await {
         r??;
     }
-    let deleted_in = started.elapsed();
+    Ok(())
+}
+
+/// Stops `count` nodes (round robin over the zones) at once, deletes every member Pod on
+/// them at once, and measures each force-delete from its deadline; then starts the nodes
+/// again.
+async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<()> {
+    let chosen = choose_nodes(env, count).await?;
+    let m0 = env.h(h).metrics_text().await?;
+    let t0 = Timestamp::now();
+    let log = ForceDeletes::watch(env, t0);
+    let Burst {
+        nodes: chosen,
+        deleted: victims,
+        hit,
+        stopped_in,
+        deleted_in,
+    } = stop_and_evict(env, chosen).await?;
     let want: BTreeSet<String> = victims
         .iter()
         .filter_map(|p| p.metadata.name.clone())
@@ -585,15 +720,8 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         hit.len()
     );
     let timeout = Duration::from_secs(120 + want.len() as u64 / 2);
-    let got = wait_for(
-        "a MemberForceDeleted Event for every deleted Pod",
-        timeout,
-        || async {
-            let got = force_deletes(env, t0).await?;
-            Ok(want.iter().all(|p| got.contains_key(p)).then_some(got))
-        },
-    )
-    .await?;
+    let got = log.wait_all(&want, timeout).await?;
+    drop(log);
     let mut per_fleet: BTreeMap<&str, Vec<(Timestamp, f64)>> = BTreeMap::new();
     let mut deadlines = Vec::new();
     for pod in &want {
@@ -678,15 +806,95 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         percentile(&all, 100.0),
         all.first().copied().unwrap_or(0.0)
     );
-    let mut starts = tokio::task::JoinSet::new();
-    for node in chosen {
-        let control = env.sim.control.clone();
-        starts.spawn(async move { control.start_node(&node).await });
+    start_nodes(env, chosen).await
+}
+
+/// The floor under the burst: the same burst (`count` nodes stopped, their member Pods
+/// deleted at once) with the healer stopped, and each Pod force-deleted by this test at
+/// its deadline, blind: no read, no Event, no status, every delete in flight at once.
+/// No healer can do better on this cluster, since a healer must at least send that
+/// delete; what the healer's burst adds to it is the cost of its own work (its fresh
+/// read, Event and status). Prints `[floor-row]`; returns the healer started again
+/// afterwards.
+async fn floor_burst(env: &mut Env, h: usize, n: usize, count: usize) -> Result<usize> {
+    let status = env.h_mut(h).terminate();
+    ensure!(
+        status.is_some_and(|s| s.success()),
+        "the healer did not stop cleanly on SIGTERM: {status:?}"
+    );
+    let chosen = choose_nodes(env, count).await?;
+    let burst = stop_and_evict(env, chosen).await?;
+    let margin = SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
+    let pods: Api<Pod> = env.api();
+    let mut writes = tokio::task::JoinSet::new();
+    for p in &burst.deleted {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let Some(grace_end) = p.metadata.deletion_timestamp.as_ref().map(|t| t.0) else {
+            bail!("{name} came back from its delete without a deletionTimestamp");
+        };
+        let deadline = grace_end + margin;
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: p.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let pods = pods.clone();
+        writes.spawn(async move {
+            let early = deadline.duration_since(Timestamp::now());
+            if early.is_positive() {
+                tokio::time::sleep(early.unsigned_abs()).await;
+            }
+            let sent = Timestamp::now();
+            pods.delete(&name, &dp)
+                .await
+                .with_context(|| format!("force-deleting {name}"))?;
+            let at = Timestamp::now();
+            anyhow::Ok((
+                deadline,
+                at.duration_since(deadline).as_secs_f64(),
+                at.duration_since(sent).as_secs_f64(),
+            ))
+        });
     }
-    while let Some(r) = starts.join_next().await {
-        r??;
+    let (mut lags, mut answers, mut deadlines) = (Vec::new(), Vec::new(), Vec::new());
+    while let Some(r) = writes.join_next().await {
+        let (deadline, lag, answer) = r??;
+        deadlines.push(deadline);
+        lags.push(lag);
+        answers.push(answer);
     }
-    Ok(())
+    lags.sort_by(f64::total_cmp);
+    answers.sort_by(f64::total_cmp);
+    deadlines.sort();
+    let spread = match (deadlines.first(), deadlines.last()) {
+        (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
+        _ => 0.0,
+    };
+    let over = lags.iter().filter(|&&l| l > 1.0).count();
+    eprintln!(
+        "[floor] {n} fleets, healer stopped: {} nodes stopped in {:?}; {} member Pods of {} fleets deleted by {:?}; each force-deleted by the test at its deadline: the API server answered in {:.3} s on average (p99 {:.3} s)",
+        burst.nodes.len(),
+        burst.stopped_in,
+        lags.len(),
+        burst.hit.len(),
+        burst.deleted_in,
+        answers.iter().sum::<f64>() / answers.len().max(1) as f64,
+        percentile(&answers, 99.0),
+    );
+    eprintln!(
+        "[floor-row] fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over}",
+        burst.nodes.len(),
+        lags.len(),
+        burst.hit.len(),
+        percentile(&lags, 50.0),
+        percentile(&lags, 99.0),
+        percentile(&lags, 100.0),
+    );
+    start_nodes(env, burst.nodes).await?;
+    env.healer(scale_healer(env, &format!("healer-floor-{n}")))
 }
 
 /// Creates `growing` fleets and, while they grow, takes one Ready fleet's member's node
@@ -720,7 +928,7 @@ async fn heal_while_growing(
         let pod = pods.get(&victim).await?;
         let node = node_of(&pod);
         let old_uid = pod.metadata.uid.clone();
-        let since = Timestamp::now();
+        let log = ForceDeletes::watch(env, Timestamp::now());
         env.sim.control.stop_node(&node).await?;
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -730,13 +938,10 @@ async fn heal_while_growing(
             ..DeleteParams::default()
         };
         pods.delete(&victim, &dp).await?;
-        let got = wait_for(
-            &format!("MemberForceDeleted for {victim}"),
-            Duration::from_secs(120),
-            || async { Ok(force_deletes(env, since).await?.remove(&victim)) },
-        )
-        .await?;
-        let (_, deadline, at) = got;
+        let want = BTreeSet::from([victim.clone()]);
+        let mut got = log.wait_all(&want, Duration::from_secs(120)).await?;
+        drop(log);
+        let (_, deadline, at) = got.remove(&victim).context("the victim's force delete")?;
         // The node comes back (its other members restart there).
         env.sim.control.start_node(&node).await?;
         wait_for(
