@@ -18,7 +18,8 @@
 # force-delete timed from its deadline; then the burst's floor: FLOOR_NODES nodes (default
 # BURST_NODES; 0 for none) the same way with the healer stopped, each Pod force-deleted
 # by the test at its deadline with nothing else sent (no healer can beat it on this
-# cluster). After the last
+# cluster). With BASELINE_BIN naming another healer binary, each burst is also made by it,
+# between two made by the healer measured (the burst table's `healer` column). After the last
 # count it heals one fleet while GROWING (default 100) new fleets grow. It starts its
 # own control plane on the ports of
 # tests/controlplane/env.sh (override the CP_*_PORT variables to run beside another) and
@@ -73,7 +74,7 @@ LOG="$(mktemp)"
 step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes (floor: $FLOOR_NODES), $GROWING growing (log: $LOG)"
 CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$HEALER" \
   CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_FLOOR_NODES="$FLOOR_NODES" \
-  CELLD_SCALE_GROWING="$GROWING" \
+  CELLD_SCALE_GROWING="$GROWING" CELLD_SCALE_BASELINE_BIN="${BASELINE_BIN:-}" \
   cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
   || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
 
@@ -100,8 +101,8 @@ TABLE="$(table scale-row \
 [[ $(grep -c '^| [0-9]' <<<"$TABLE") -ge 1 ]] || { echo "no [scale-row] in $LOG" >&2; exit 1; }
 # The bursts, one row per count.
 BURSTS="$(table burst-row \
-  'fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
-  '| {fleets} | {nodes} | {actions} ({fleets_hit}) | {spread_s} s | {p50_s} s | {p99_s} s | {max_s} s | {over_1s} |')"
+  'healer|fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
+  '| {healer} | {fleets} | {nodes} | {actions} ({fleets_hit}) | {spread_s} s | {p50_s} s | {p99_s} s | {max_s} s | {over_1s} |')"
 # The bursts' floor: the healer stopped, each Pod force-deleted blind at its deadline.
 FLOORS="$(table floor-row \
   'fleets|nodes stopped|force-deletes (fleets)|deadlines spread over|deadline to write, p50|p99|max|over 1 s' \
@@ -115,7 +116,7 @@ STARTS="$(table start-row \
   'fleets|/readyz ready after|Lease held after|every fleet reconciled after|API requests until then|by verb' \
   '| {fleets} | {ready_s} s | {leader_s} s | {reconciled_s} s | {requests} | {verbs} |')"
 [[ $(grep -c '^| [0-9]' <<<"$STARTS") -ge 1 ]] || { echo "no [start-row] in $LOG" >&2; exit 1; }
-[[ $BURST_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$BURSTS") -ge 1 ]] \
+[[ $BURST_NODES -eq 0 ]] || [[ $(grep -c '^| measured' <<<"$BURSTS") -ge 1 ]] \
   || { echo "no [burst-row] in $LOG" >&2; exit 1; }
 [[ $FLOOR_NODES -eq 0 ]] || [[ $(grep -c '^| [0-9]' <<<"$FLOORS") -ge 1 ]] \
   || { echo "no [floor-row] in $LOG" >&2; exit 1; }

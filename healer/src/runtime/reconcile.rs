@@ -34,6 +34,7 @@ use super::members::{Member, Observing, Target};
 use super::memory::Memory;
 use super::metrics::Metrics;
 use super::served::Served;
+use super::slots::{self, Slots};
 use super::status_writer::{Spacing, write_status};
 use super::watches::{Stores, WatchHealth};
 use super::zones::Zones;
@@ -65,9 +66,10 @@ pub(super) struct Reconciler {
     pub(super) observing: Option<Observing>,
     /// Per fleet, Pod and claim, between reconciles.
     pub(super) memory: Arc<Memory>,
-    /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
-    /// due fleet waits in line, first come first served, however busy the others are.
-    pub(super) slots: tokio::sync::Semaphore,
+    /// The fleets reconciled at once, in two lanes (`controller::DUE_CONCURRENCY` for
+    /// fleets whose deadline has come, `controller::CONCURRENCY` for the rest), each
+    /// first come, first served however busy the others are.
+    pub(super) slots: Slots,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -277,8 +279,17 @@ pub(super) async fn reconcile(
         ctx.memory.views.untrack(&ObjectRef::from_obj(&*fleet));
         return Ok(KAction::await_change());
     }
+    // A fleet whose deadline has come waits only behind other deadlines (`slots`).
+    let wake = ctx
+        .memory
+        .wakes
+        .lock()
+        .expect("wakes")
+        .get(&ObjectRef::from_obj(&*fleet))
+        .copied();
+    let lane = slots::lane(wake, now(), DEBOUNCE);
     // Closed only at shutdown, when nothing is reconciled any more.
-    let Ok(_slot) = ctx.slots.acquire().await else {
+    let Ok(_slot) = ctx.slots.acquire(lane).await else {
         return Ok(KAction::await_change());
     };
     for _ in 0..MAX_PASSES {

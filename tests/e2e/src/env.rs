@@ -224,6 +224,7 @@ impl Env {
             lease_duration: "6s".into(),
             halt_after: None,
             extra: Vec::new(),
+            bin: None,
         }
     }
 

@@ -37,6 +37,9 @@ pub struct HealerOptions {
     pub halt_after: Option<String>,
     /// More arguments.
     pub extra: Vec<String>,
+    /// The binary (None: the workspace's `celld-healer`, [`healer_bin`]); the scale
+    /// benchmark runs a baseline build beside the one measured.
+    pub bin: Option<PathBuf>,
 }
 
 /// A healer run with a command line given whole: the install matrix runs the container
@@ -127,7 +130,15 @@ impl Healer {
             args.extend(["--test-halt-after".to_string(), h.clone()]);
         }
         let kubeconfig = o.kubeconfig.as_ref().unwrap_or(&env.healer_kubeconfig);
-        Healer::launch(env, &o.identity, kubeconfig, None, &args, metrics, None)
+        Healer::launch(
+            env,
+            &o.identity,
+            kubeconfig,
+            None,
+            &args,
+            metrics,
+            o.bin.as_deref(),
+        )
     }
 
     /// Starts a healer with a command line given whole ([`Env::healer_with_args`]).

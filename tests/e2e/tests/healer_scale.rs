@@ -35,6 +35,12 @@
 //!   opened before the deletes, not by listing them again and again: the API server
 //!   keeps no watch cache of Events, so each list was a read of every Event of the
 //!   namespace from etcd, during the burst being measured.
+//! - With `CELLD_SCALE_BASELINE_BIN` naming another healer binary, each count's burst
+//!   is made three times: by the healer measured, by that baseline, and by the measured
+//!   one again (each healer started afresh and given time to reconcile every fleet
+//!   first). Their rows (`healer=measured` or `baseline`) come from one cluster in one
+//!   run: this machine's run-to-run noise (p99 9.5 to 20 s for one binary) is larger
+//!   than most changes it is asked to judge.
 //! - With `CELLD_SCALE_FLOOR_NODES` above 0 (the benchmark sets it; CI does not), after
 //!   the burst, its floor: the healer is stopped, the same burst is made, and the test
 //!   itself force-deletes each Pod at its deadline, blind (no read, no Event, no status,
@@ -180,6 +186,9 @@ async fn scale(
     floor: usize,
     growing: usize,
 ) -> Result<()> {
+    let baseline = std::env::var_os("CELLD_SCALE_BASELINE_BIN")
+        .filter(|b| !b.is_empty())
+        .map(std::path::PathBuf::from);
     let mut fleets: Vec<FleetFile> = Vec::new();
     let mut healer = None;
     let largest = counts.last().copied().unwrap_or(0);
@@ -204,8 +213,20 @@ async fn scale(
             h = restart(env, h, n).await?;
         }
         if burst > 0 {
-            burst_of_nodes(env, h, n, burst).await?;
-            all_ready(env, &fleets, Duration::from_secs(240.max(3 * n as u64))).await?;
+            let settle = Duration::from_secs(240.max(3 * n as u64));
+            burst_of_nodes(env, h, n, burst, "measured").await?;
+            all_ready(env, &fleets, settle).await?;
+            // The same burst with the baseline healer, then with the measured one again,
+            // so that a drift of the cluster between bursts shows in the measured rows.
+            if let Some(bin) = &baseline {
+                h = switch_healer(env, h, n, Some(bin.clone()), &format!("healer-base-{n}"))
+                    .await?;
+                burst_of_nodes(env, h, n, burst, "baseline").await?;
+                all_ready(env, &fleets, settle).await?;
+                h = switch_healer(env, h, n, None, &format!("healer-again-{n}")).await?;
+                burst_of_nodes(env, h, n, burst, "measured").await?;
+                all_ready(env, &fleets, settle).await?;
+            }
         }
         if floor > 0 {
             h = floor_burst(env, h, n, floor).await?;
@@ -697,7 +718,7 @@ async fn start_nodes(env: &Env, nodes: Vec<String>) -> Result<()> {
 /// Stops `count` nodes (round robin over the zones) at once, deletes every member Pod on
 /// them at once, and measures each force-delete from its deadline; then starts the nodes
 /// again.
-async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<()> {
+async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize, label: &str) -> Result<()> {
     let chosen = choose_nodes(env, count).await?;
     let m0 = env.h(h).metrics_text().await?;
     let t0 = Timestamp::now();
@@ -797,7 +818,7 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         }
     }
     eprintln!(
-        "[burst-row] fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over} min_s={:.2}",
+        "[burst-row] healer={label} fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over} min_s={:.2}",
         chosen.len(),
         all.len(),
         per_fleet.len(),
@@ -807,6 +828,36 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize) -> Result<(
         all.first().copied().unwrap_or(0.0)
     );
     start_nodes(env, chosen).await
+}
+
+/// Stops healer `old` (SIGTERM) and starts `bin` (None: the healer measured) in its
+/// place; returns once the new one has reconciled all `n` fleets.
+async fn switch_healer(
+    env: &mut Env,
+    old: usize,
+    n: usize,
+    bin: Option<std::path::PathBuf>,
+    identity: &str,
+) -> Result<usize> {
+    let status = env.h_mut(old).terminate();
+    ensure!(
+        status.is_some_and(|s| s.success()),
+        "the healer did not stop cleanly on SIGTERM: {status:?}"
+    );
+    let mut o = scale_healer(env, identity);
+    o.bin = bin;
+    let h = env.healer(o)?;
+    let timeout = Duration::from_secs(120 + n as u64 / 5);
+    wait_for(
+        &format!("{identity} to reconcile all {n} fleets"),
+        timeout,
+        || async {
+            let m = env.h(h).metrics_text().await?;
+            Ok((sum_metric(&m, "celld_healer_fleets_reconciled ") >= n as f64).then_some(()))
+        },
+    )
+    .await?;
+    Ok(h)
 }
 
 /// The floor under the burst: the same burst (`count` nodes stopped, their member Pods
