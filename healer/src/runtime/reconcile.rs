@@ -32,9 +32,9 @@ use super::gather::{gather, own_members, pod_named, snapshot_of};
 use super::leader::Gate;
 use super::members::{Member, Observing, Target};
 use super::memory::Memory;
-use super::metrics::Metrics;
+use super::metrics::{LaneLabel, Metrics};
 use super::served::Served;
-use super::slots::{self, Slots};
+use super::slots::Slots;
 use super::status_writer::{Spacing, write_status};
 use super::watches::{Stores, WatchHealth};
 use super::zones::Zones;
@@ -287,11 +287,15 @@ pub(super) async fn reconcile(
         .expect("wakes")
         .get(&ObjectRef::from_obj(&*fleet))
         .copied();
-    let lane = slots::lane(wake, now(), DEBOUNCE);
+    let waiting = std::time::Instant::now();
     // Closed only at shutdown, when nothing is reconciled any more.
-    let Ok(_slot) = ctx.slots.acquire(lane).await else {
+    let Ok((lane, _slot)) = ctx.slots.acquire(wake, now()).await else {
         return Ok(KAction::await_change());
     };
+    ctx.metrics
+        .slot_wait_seconds
+        .get_or_create(&LaneLabel { lane: lane.name() })
+        .observe(waiting.elapsed().as_secs_f64());
     for _ in 0..MAX_PASSES {
         match pass(fleet.clone(), &ctx).await? {
             Pass::Done(step) => return Ok(step),
