@@ -3,9 +3,8 @@
 //! wake-up time `decide` returned, when this replica becomes leader, and when an
 //! application observation finished with a changed view, and when a member's node or
 //! volume zone appeared or changed ([`super::zones`]). Bursts of events are coalesced
-//! ([`DEBOUNCE`]); up to [`CONCURRENCY`] fleets are reconciled at once, and
-//! [`DUE_CONCURRENCY`] more whose rule deadline has come ([`super::slots`]). There is no
-//! periodic resync.
+//! ([`DEBOUNCE`]); [`CONCURRENCY`] fleets are reconciled at once. There is no periodic
+//! resync.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,24 +38,16 @@ use celld_api::healer_flags::Shard;
 /// requested wake-up too, so [`super::reconcile`] asks for wake-ups that much early.
 pub(super) const DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Fleets reconciled at once whose deadline has not come (status, growth, capacity). A
-/// reconcile mostly waits on the API server (a fresh read, a write, a status patch).
+/// Fleets reconciled at once. A reconcile mostly waits on the API server (a fresh read,
+/// a write, a status patch), so this is sized for a burst: when a zone goes down, every
+/// fleet with a member there is due at the same moment, and each waits for a slot.
 ///
-/// The slots are fair semaphores ([`super::slots`]), not the controller's own
+/// The slots are a fair semaphore in [`super::reconcile`], not the controller's own
 /// limit: a saturated controller keeps the fleets that are due in a hash set and takes
 /// the first free one in hash order, so while some fleets keep asking (a thousand fleets
 /// growing), the others are never taken. At 1,000 fleets 164 were never reconciled in
 /// minutes. Here every due fleet starts at once and waits in line for a slot.
 pub(super) const CONCURRENCY: usize = 16;
-
-/// Fleets whose rule deadline has come (a force delete, a replacement) reconciled at
-/// once, in a lane of their own ([`super::slots`]), beside the [`CONCURRENCY`] others:
-/// 64 reconciles at once in all. Sized for a lost zone, whose fleets fall due within a
-/// second or two: a burst of 20 nodes at 200 fleets hits about 190. With one lane of 16
-/// their writes waited behind status-only reconciles; with this lane the p99 of that
-/// burst fell from 11.2 s to 9.9 s and 6.1 s in the same run (docs/performance.md,
-/// "Ninth run"; this machine's noise is of that order, so the gain is not proven).
-pub(super) const DUE_CONCURRENCY: usize = 48;
 
 /// The controller's queue: events coalesced ([`DEBOUNCE`]), and no limit of its own on
 /// reconciles at once: [`CONCURRENCY`] is applied in line, fairly (see there).
@@ -146,7 +137,7 @@ impl Controller {
                 }
             }),
             memory,
-            slots: super::slots::Slots::new(DUE_CONCURRENCY, CONCURRENCY),
+            slots: tokio::sync::Semaphore::new(CONCURRENCY),
         });
         let poked =
             futures::stream::unfold(

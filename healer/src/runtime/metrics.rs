@@ -8,7 +8,6 @@
 //! | `celld_healer_errors_total` | counter | `kind`: api, observe, status, event, watch, lease |
 //! | `celld_healer_decide_duration_seconds` | histogram | |
 //! | `celld_healer_deadline_lag_seconds` | histogram | time from a wake-up `decide` asked for to the write it led to |
-//! | `celld_healer_slot_wait_seconds` | histogram | `lane`: due, other (`runtime/slots.rs`): how long a reconcile waited for a slot; a due lane that waits is a healer at its limit in a burst |
 //! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
 //! | `celld_healer_api_request_duration_seconds` | histogram | `verb`, `resource` (watches excepted): from sending a request to its response's headers |
 //! | `celld_healer_leader` | gauge | 1 while this replica holds its shard's lease and its shard count's lease, and may write |
@@ -55,13 +54,6 @@ pub struct ActionLabels {
     pub kind: &'static str,
     /// ok, conflict or error.
     pub outcome: &'static str,
-}
-
-/// Label set `lane`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LaneLabel {
-    /// due or other.
-    pub lane: &'static str,
 }
 
 /// Label set `kind`.
@@ -132,8 +124,6 @@ pub struct Metrics {
     pub decide_seconds: Histogram,
     /// Lag between a deadline and the write it caused.
     pub deadline_lag_seconds: Histogram,
-    /// Time a reconcile waited for its slot, by lane.
-    pub slot_wait_seconds: Family<LaneLabel, Histogram>,
     /// Requests this process sent to the API server.
     pub api_requests: Family<RequestLabels, Counter>,
     /// Time from sending a request (not a watch) to its response's headers.
@@ -198,9 +188,6 @@ impl Metrics {
         let errors = Family::<KindLabel, Counter>::default();
         let decide_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 10));
         let deadline_lag_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 12));
-        let slot_wait_seconds = Family::<LaneLabel, Histogram>::new_with_constructor(
-            api_request_histogram as fn() -> Histogram,
-        );
         let api_requests = Family::<RequestLabels, Counter>::default();
         let api_request_seconds = Family::<RequestLabels, Histogram>::new_with_constructor(
             api_request_histogram as fn() -> Histogram,
@@ -303,11 +290,6 @@ impl Metrics {
             deadline_lag_seconds.clone(),
         );
         registry.register(
-            "celld_healer_slot_wait_seconds",
-            "Time a reconcile waited for a slot, by lane (due: its fleet's deadline had come)",
-            slot_wait_seconds.clone(),
-        );
-        registry.register(
             "celld_healer_api_requests",
             "Requests sent to the Kubernetes API server, by verb and resource",
             api_requests.clone(),
@@ -350,7 +332,6 @@ impl Metrics {
             errors,
             decide_seconds,
             deadline_lag_seconds,
-            slot_wait_seconds,
             api_requests,
             api_request_seconds,
             leader,

@@ -50,7 +50,6 @@ pub mod reconcile;
 pub mod requests;
 pub mod scoped;
 pub mod served;
-pub mod slots;
 pub mod status_writer;
 pub mod trim;
 pub mod watches;

@@ -32,9 +32,8 @@ use super::gather::{gather, own_members, pod_named, snapshot_of};
 use super::leader::Gate;
 use super::members::{Member, Observing, Target};
 use super::memory::Memory;
-use super::metrics::{LaneLabel, Metrics};
+use super::metrics::Metrics;
 use super::served::Served;
-use super::slots::Slots;
 use super::status_writer::{Spacing, write_status};
 use super::watches::{Stores, WatchHealth};
 use super::zones::Zones;
@@ -66,10 +65,9 @@ pub(super) struct Reconciler {
     pub(super) observing: Option<Observing>,
     /// Per fleet, Pod and claim, between reconciles.
     pub(super) memory: Arc<Memory>,
-    /// The fleets reconciled at once, in two lanes (`controller::DUE_CONCURRENCY` for
-    /// fleets whose deadline has come, `controller::CONCURRENCY` for the rest), each
-    /// first come, first served however busy the others are.
-    pub(super) slots: Slots,
+    /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
+    /// due fleet waits in line, first come first served, however busy the others are.
+    pub(super) slots: tokio::sync::Semaphore,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -279,23 +277,10 @@ pub(super) async fn reconcile(
         ctx.memory.views.untrack(&ObjectRef::from_obj(&*fleet));
         return Ok(KAction::await_change());
     }
-    // A fleet whose deadline has come waits only behind other deadlines (`slots`).
-    let wake = ctx
-        .memory
-        .wakes
-        .lock()
-        .expect("wakes")
-        .get(&ObjectRef::from_obj(&*fleet))
-        .copied();
-    let waiting = std::time::Instant::now();
     // Closed only at shutdown, when nothing is reconciled any more.
-    let Ok((lane, _slot)) = ctx.slots.acquire(wake, now()).await else {
+    let Ok(_slot) = ctx.slots.acquire().await else {
         return Ok(KAction::await_change());
     };
-    ctx.metrics
-        .slot_wait_seconds
-        .get_or_create(&LaneLabel { lane: lane.name() })
-        .observe(waiting.elapsed().as_secs_f64());
     for _ in 0..MAX_PASSES {
         match pass(fleet.clone(), &ctx).await? {
             Pass::Done(step) => return Ok(step),
