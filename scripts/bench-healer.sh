@@ -18,8 +18,9 @@
 # force-delete timed from its deadline; then the burst's floor: FLOOR_NODES nodes (default
 # BURST_NODES; 0 for none) the same way with the healer stopped, each Pod force-deleted
 # by the test at its deadline with nothing else sent (a healer sends at least that delete:
-# about the best one could do on this cluster). With BASELINE_BIN naming another healer binary, each burst is also made by it,
-# between two made by the healer measured (the burst table's `healer` column). After the last
+# about the best one could do on this cluster). With BASELINE_BIN naming another healer
+# binary, each burst is also made by it, between two made by the healer measured (the
+# burst table's `healer` column). After the last
 # count it heals one fleet while GROWING (default 100) new fleets grow. It starts its
 # own control plane on the ports of
 # tests/controlplane/env.sh (override the CP_*_PORT variables to run beside another) and

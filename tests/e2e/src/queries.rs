@@ -255,6 +255,15 @@ pub async fn zone_of(env: &Env, node: &str) -> Result<String> {
         .context("node without zone")
 }
 
+/// When the healer may force-delete a Pod whose grace ended at `grace_end` (its
+/// deletionTimestamp): that plus the tests' `--force-delete-margin`
+/// ([`FORCE_DELETE_MARGIN_S`]), rule F1.
+pub fn force_delete_deadline(
+    grace_end: k8s_openapi::jiff::Timestamp,
+) -> k8s_openapi::jiff::Timestamp {
+    grace_end + k8s_openapi::jiff::SignedDuration::from_secs(FORCE_DELETE_MARGIN_S)
+}
+
 /// After a member's node stopped: waits until the node lifecycle controller evicts `pod`
 /// (its deletionTimestamp is set), then until the healer records `MemberForceDeleted` on
 /// `fleet`. Returns the deletionTimestamp, the force-delete deadline (it plus the tests'
@@ -283,7 +292,7 @@ pub async fn wait_evicted_then_force_deleted(
         },
     )
     .await?;
-    let deadline = deleting.0 + k8s_openapi::jiff::SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
+    let deadline = force_delete_deadline(deleting.0);
     let ev = wait_event(env, fleet, "MemberForceDeleted", Duration::from_secs(60)).await?;
     Ok((deleting.0, deadline, ev))
 }

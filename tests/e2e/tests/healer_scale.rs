@@ -47,8 +47,8 @@
 //!   every delete in flight at once), timed the same way. A healer must send at least
 //!   that delete, so the two rows side by side say roughly how much of the burst's lag
 //!   is the healer's own work and how much is the cluster's (a floor measured, not
-//!   proven: deletes paced otherwise might do a little better). Prints `[floor-row]`; a new healer
-//!   is started afterwards.
+//!   proven: deletes paced otherwise might do a little better). Prints `[floor-row]`; a
+//!   new healer is started afterwards.
 //! - After the last count, healing one fleet while `CELLD_SCALE_GROWING` others (default
 //!   10; the benchmark grows 100) are created and grow: one Ready fleet's member loses
 //!   its node and is deleted; the time from its force-delete deadline to the write and to
@@ -69,7 +69,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use celld_e2e::*;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Preconditions};
 use kubesim::sim::DEFAULT_NODE_PODS;
@@ -343,6 +343,17 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
     Ok(())
 }
 
+/// Stops healer `h` as a rolling update does (SIGTERM: it stops writing and releases its
+/// Lease); it must exit cleanly.
+fn stop_healer(env: &mut Env, h: usize) -> Result<()> {
+    let status = env.h_mut(h).terminate();
+    ensure!(
+        status.is_some_and(|s| s.success()),
+        "the healer did not stop cleanly on SIGTERM: {status:?}"
+    );
+    Ok(())
+}
+
 /// Restarts the healer at `n` fleets, as a rolling update does: SIGTERM (it stops
 /// writing and releases its Lease), then a new process with a new identity, as a new
 /// Pod. Times the new process from its start to `/readyz` (every watch listed), to
@@ -351,12 +362,8 @@ async fn steady_minute(env: &Env, h: usize, n: usize, ready: Duration) -> Result
 /// `[start-row]`; returns the new healer. Asserts only that it reaches every fleet.
 async fn restart(env: &mut Env, old: usize, n: usize) -> Result<usize> {
     let stopping = Instant::now();
-    let status = env.h_mut(old).terminate();
+    stop_healer(env, old)?;
     let stopped_in = stopping.elapsed();
-    ensure!(
-        status.is_some_and(|s| s.success()),
-        "the healer did not stop cleanly on SIGTERM: {status:?}"
-    );
     let t0 = Instant::now();
     let h = env.healer(scale_healer(env, "healer-b"))?;
     let timeout = Duration::from_secs(120 + n as u64 / 5);
@@ -441,8 +448,12 @@ fn force_delete_of(e: &CoreEvent) -> Result<Option<(String, String, Timestamp, T
         .parse()
         .with_context(|| format!("the grace end in {note:?}"))?;
     let fleet = e.involved_object.name.clone().unwrap_or_default();
-    let margin = SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
-    Ok(Some((pod.to_string(), fleet, grace_end + margin, at)))
+    Ok(Some((
+        pod.to_string(),
+        fleet,
+        force_delete_deadline(grace_end),
+        at,
+    )))
 }
 
 /// What a [`ForceDeletes`] watch has seen: by Pod, (fleet, deadline, the Event's time).
@@ -530,6 +541,14 @@ impl ForceDeletes {
 impl Drop for ForceDeletes {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Seconds from the first to the last of ascending deadlines (0 for none).
+fn spread_s(sorted: &[Timestamp]) -> f64 {
+    match (sorted.first(), sorted.last()) {
+        (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
+        _ => 0.0,
     }
 }
 
@@ -778,10 +797,7 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize, label: &str
     let sort = |v: &mut Vec<f64>| v.sort_by(f64::total_cmp);
     sort(&mut all);
     deadlines.sort();
-    let spread = match (deadlines.first(), deadlines.last()) {
-        (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
-        _ => 0.0,
-    };
+    let spread = spread_s(&deadlines);
     for (rank, lags) in &mut by_rank {
         sort(lags);
         eprintln!(
@@ -852,11 +868,7 @@ async fn switch_healer(
     bin: Option<std::path::PathBuf>,
     identity: &str,
 ) -> Result<usize> {
-    let status = env.h_mut(old).terminate();
-    ensure!(
-        status.is_some_and(|s| s.success()),
-        "the healer did not stop cleanly on SIGTERM: {status:?}"
-    );
+    stop_healer(env, old)?;
     let mut o = scale_healer(env, identity);
     o.bin = bin;
     let h = env.healer(o)?;
@@ -886,14 +898,10 @@ async fn switch_healer(
 /// its deadline, blind: no read, no Event, no status, every delete in flight at once.
 /// A healer must send at least that delete, so what the healer's burst adds to this is
 /// about the cost of its own work (its fresh read, Event and status); measured, not
-/// proven to be the least possible (deletes paced otherwise might do a little better). Prints `[floor-row]`; returns the healer started again
-/// afterwards.
+/// proven to be the least possible (deletes paced otherwise might do a little better).
+/// Prints `[floor-row]`; returns the healer started again afterwards.
 async fn floor_burst(env: &mut Env, h: usize, n: usize, count: usize) -> Result<usize> {
-    let status = env.h_mut(h).terminate();
-    ensure!(
-        status.is_some_and(|s| s.success()),
-        "the healer did not stop cleanly on SIGTERM: {status:?}"
-    );
+    stop_healer(env, h)?;
     let chosen = choose_nodes(env, count).await?;
     let burst = stop_and_evict(env, chosen).await?;
     let measured = floor_writes(env, n, &burst).await;
@@ -907,7 +915,6 @@ async fn floor_burst(env: &mut Env, h: usize, n: usize, count: usize) -> Result<
 /// The floor's writes: each Pod of `burst` force-deleted at its deadline, all at once;
 /// prints `[floor]` and `[floor-row]`.
 async fn floor_writes(env: &Env, n: usize, burst: &Burst) -> Result<()> {
-    let margin = SignedDuration::from_secs(FORCE_DELETE_MARGIN_S);
     let pods: Api<Pod> = env.api();
     let mut writes = tokio::task::JoinSet::new();
     for p in &burst.deleted {
@@ -915,7 +922,7 @@ async fn floor_writes(env: &Env, n: usize, burst: &Burst) -> Result<()> {
         let Some(grace_end) = p.metadata.deletion_timestamp.as_ref().map(|t| t.0) else {
             bail!("{name} came back from its delete without a deletionTimestamp");
         };
-        let deadline = grace_end + margin;
+        let deadline = force_delete_deadline(grace_end);
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {
@@ -958,10 +965,7 @@ async fn floor_writes(env: &Env, n: usize, burst: &Burst) -> Result<()> {
     lags.sort_by(f64::total_cmp);
     answers.sort_by(f64::total_cmp);
     deadlines.sort();
-    let spread = match (deadlines.first(), deadlines.last()) {
-        (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
-        _ => 0.0,
-    };
+    let spread = spread_s(&deadlines);
     let over = lags.iter().filter(|&&l| l > 1.0).count();
     eprintln!(
         "[floor] {n} fleets, healer stopped: {} nodes stopped in {:?}; {} member Pods of {} fleets deleted by {:?}; each force-deleted by the test at its deadline ({gone} gone before it): the API server answered in {:.3} s on average (p99 {:.3} s)",
