@@ -22,7 +22,8 @@
 //!   until then by verb. Prints `[start-row]`; the times are never asserted. It adds
 //!   about 2 s at the CI default (50 fleets, debug build).
 //! - At every count, after the steady minute, a burst (issue 14): `CELLD_SCALE_BURST_NODES`
-//!   nodes (default 3, one per zone; the benchmark stops 20) are stopped at once and
+//!   nodes (default 3, one per zone; the benchmark stops 20; in each zone those holding
+//!   the most member Pods) are stopped at once and
 //!   every member Pod on them is deleted at once, as the taint-eviction controller
 //!   deletes the Pods of a lost node; their kubelets never confirm, so every one is due
 //!   for a force-delete (rule F1) at its deletionTimestamp plus the margin, all within a
