@@ -30,6 +30,8 @@ TARGET=x86_64-unknown-linux-musl
 UID_GID=65532
 
 log() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=../tests/cache.sh
+source "$ROOT/tests/cache.sh"
 
 BUILD_ONLY=0
 REF=""
@@ -48,7 +50,12 @@ build_crane() {
   export GOWORK=off
   command -v go >/dev/null || { echo "go not found on PATH" >&2; exit 1; }
   hash="$( (cd "$CRANE_MOD" && cat go.mod go.sum && go env GOVERSION) | sha256sum | cut -c1-16)"
+  if [[ "$(cat "$CRANE_OUT.inputs" 2>/dev/null)" != "$hash" ]] \
+    && cache_restore "crane/$hash" "$CRANE_OUT"; then
+    echo "$hash" >"$CRANE_OUT.inputs"
+  fi
   if [[ -x $CRANE_OUT && "$(cat "$CRANE_OUT.inputs" 2>/dev/null)" == "$hash" ]]; then
+    cache_keep "crane/$hash" "$CRANE_OUT"
     return 0
   fi
   log "building crane ($(cd "$CRANE_MOD" && go list -m -f '{{.Version}}' github.com/google/go-containerregistry))"
@@ -57,6 +64,7 @@ build_crane() {
     github.com/google/go-containerregistry/cmd/crane)
   mv -f "$CRANE_OUT.tmp" "$CRANE_OUT"
   echo "$hash" >"$CRANE_OUT.inputs"
+  cache_save "crane/$hash" "$CRANE_OUT"
   log "built crane in $((SECONDS - start))s"
 }
 if [[ -z ${CRANE:-} ]]; then

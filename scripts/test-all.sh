@@ -1,53 +1,151 @@
 #!/usr/bin/env bash
 # Runs every test of the project: what CI runs (.ci/run), and what to run before a
 # commit. Works on a fresh machine with only the toolchains (Rust, Go, Python 3): it
-# builds the Kubernetes control plane from Go modules (cached in tests/.cluster/bin/ and
-# Go's build cache), starts it on loopback, runs every test against it, and stops it.
-# Each step is announced; the first failure stops the run.
+# builds the Kubernetes control plane, Argo CD, Flux, metrics-server and crane from Go
+# modules (each cached per version: tests/cache.sh), starts the control plane on
+# loopback, runs every test against it, and stops it.
 #
-# To add a step, append a `step "<what>"` line followed by its command(s).
+# The order is chosen for two cores (docs/ci.md has the figures):
+#   1. formatting;
+#   2. the control plane's Go build in the background, while Rust builds every target
+#      once, linted by clippy as it compiles (one compilation serves clippy and tests);
+#   3. the golden files against independent validators, and the doc tests;
+#   4. the control plane starts; Argo CD, Flux, crane and the static healer build in the
+#      background while the tests run (scripts/run-tests.py, end-to-end tests several
+#      at a time); the tests that need those builds wait for them.
+# Each step is announced; a table of every step's time is printed at the end, on
+# success and on failure. The first failing step stops the run.
+#
+# To add a step, add a `step "<what>" <command>` line (or `background`/`finish`).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+STEPS="$ROOT/target/ci-steps"
+rm -rf "$STEPS"
+mkdir -p "$STEPS"
+T0=$SECONDS
+N=0
 
-step "formatting (cargo fmt --check)"
-cargo fmt --all -- --check
+# step NAME COMMAND...: runs COMMAND in the foreground, timed.
+step() {
+  local name="$1" rc=0 start=$SECONDS id
+  shift
+  N=$((N + 1))
+  id=$(printf '%02d' "$N")
+  printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$name"
+  printf '%s\t\trunning\t%s\n' "$name" "$((start - T0))" >"$STEPS/$id.time"
+  "$@" || rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$((SECONDS - start))" \
+    "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")" "$((start - T0))" >"$STEPS/$id.time"
+  return "$rc"
+}
 
-step "lints (cargo clippy, warnings are errors)"
-cargo clippy --workspace --all-targets -- -D warnings
+# background KEY NAME COMMAND...: runs COMMAND as a timed step in the background, its
+# output in target/ci-steps/KEY.log; `finish KEY` waits for it. target/ci-steps/KEY.done
+# holds "ok" or the failure once it ended (scripts/run-tests.py --gate waits on it).
+declare -A BG_PID=()
+background() {
+  local key="$1" name="$2"
+  shift 2
+  printf '\n==> [%s] %s (in the background: target/ci-steps/%s.log)\n' "$(date +%H:%M:%S)" "$name" "$key"
+  (
+    rc=0
+    step "$name" "$@" >"$STEPS/$key.log" 2>&1 || rc=$?
+    if [[ $rc == 0 ]]; then echo ok >"$STEPS/$key.done"; else echo "$name failed (exit $rc)" >"$STEPS/$key.done"; fi
+    exit "$rc"
+  ) &
+  BG_PID[$key]=$!
+  N=$((N + 1))
+}
 
-step "golden manifests against independent schema validators"
-scripts/validate-golden.sh golden
+finish() {
+  local key="$1" rc=0
+  wait "${BG_PID[$key]}" || rc=$?
+  unset "BG_PID[$key]"
+  printf '\n==> [%s] background step %s ended (exit %s); its output:\n' "$(date +%H:%M:%S)" "$key" "$rc"
+  cat "$STEPS/$key.log"
+  return "$rc"
+}
 
-step "Kubernetes control plane for the end-to-end tests (built once per version, then cached)"
-tests/controlplane/build.sh
+table() {
+  local f total=$((SECONDS - T0))
+  printf '\n==> step times (wall clock; background steps overlap the others)\n'
+  printf '%-66s %8s  %-7s %s\n' step seconds "starts" result
+  for f in "$STEPS"/*.time; do
+    [[ -f $f ]] || continue
+    IFS=$'\t' read -r name secs result start <"$f"
+    printf '%-66s %8s  +%-6s %s\n' "$name" "${secs:--}" "$start" "$result"
+  done
+  printf '%-66s %8s\n' "total" "$total"
+}
 
-step "real Argo CD and Flux code for the GitOps tests (built once per version, then cached)"
-tests/gitops/build.sh
+CLUSTER_STARTED=0
+on_exit() {
+  local rc=$? key
+  for key in "${!BG_PID[@]}"; do
+    kill -- "${BG_PID[$key]}" 2>/dev/null || true
+  done
+  if [[ $CLUSTER_STARTED == 1 ]]; then
+    printf '\n==> [%s] stopping the control plane\n' "$(date +%H:%M:%S)"
+    tests/controlplane/stop.sh || true
+  fi
+  table
+  if [[ $rc == 0 ]]; then echo "all tests passed"; else echo "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+trap on_exit EXIT
 
-step "metrics-server for metrics.k8s.io (built once per version, then cached)"
-tests/controlplane/build-metrics-server.sh
+step "formatting (cargo fmt --check)" cargo fmt --all -- --check
 
-step "crane and the static (musl) celld-healer for the image test (crane cached per version)"
-# The image test builds from the dev profile (unoptimized, stripped): the same packaging
-# as a release image at about half the compile time. Publish with the default, release.
+background controlplane "Go: Kubernetes control plane and metrics-server (cached per version)" \
+  bash -c 'tests/controlplane/build.sh && tests/controlplane/build-metrics-server.sh'
+
+# Clippy lints while the test build compiles: clippy-driver is rustc plus the lints, so
+# one compilation gives both the lints (as `cargo clippy --all-targets -- -D warnings`)
+# and the binaries. Exported for the whole run, so that any later cargo call agrees with
+# this one and finds everything built.
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+BINARIES="$ROOT/target/ci-steps/test-binaries.json"
+build_rust() {
+  cargo test --workspace --all-targets --no-run --locked --message-format=json-render-diagnostics >"$BINARIES"
+  # The binaries the end-to-end tests run (the test build links only those that some
+  # package's integration tests name).
+  cargo build --workspace --bins --locked
+}
+step "Rust: every target once, linted by clippy (warnings are errors)" build_rust
+# The end-to-end tests find the binaries just built; none of them runs cargo.
+export CELLD_E2E_NO_BUILD=1
+
+step "golden manifests against independent schema validators" scripts/validate-golden.sh golden
+
+step "doc tests (cargo test --doc)" cargo test --workspace --doc --locked
+
+finish controlplane
+
+# Argo CD, Flux, crane and the static healer: only a few tests need them, so they build
+# while the others run. The image test builds from the dev profile (unoptimized,
+# stripped): the same packaging as a release image at about half the compile time; the
+# test runs the same build again (a no-op then). Publish with the default, image.
 export CELLD_IMAGE_PROFILE=dev
-scripts/build-image.sh --build-only
+background gitops "Go: real Argo CD and Flux code for the GitOps tests (cached per version)" \
+  tests/gitops/build.sh
+background image "crane and the static (musl) celld-healer for the image test (crane cached per version)" \
+  scripts/build-image.sh --build-only
 
-step "binaries the end-to-end tests run (celld-healer, kubesim, celld-stub, celld-gen)"
-cargo build --workspace --bins
-
-step "starting the control plane on loopback"
-tests/controlplane/start.sh
-trap 'step "stopping the control plane"; tests/controlplane/stop.sh' EXIT
+step "starting the control plane on loopback (waits for readiness)" tests/controlplane/start.sh
+CLUSTER_STARTED=1
 # From here on an end-to-end test that cannot reach the cluster fails instead of
 # printing its not-run notice.
 export CELLD_E2E=1
 
-step "unit, golden, simulation and end-to-end tests (cargo test --workspace)"
-cargo test --workspace
+step "unit, golden, guide, simulation and end-to-end tests (scripts/run-tests.py)" \
+  python3 scripts/run-tests.py --binaries "$BINARIES" \
+  --gate "celld-e2e/gitops_=$STEPS/gitops.done" \
+  --gate "celld-e2e/healer_image=$STEPS/image.done"
 
-step "all tests passed"
+finish gitops
+finish image

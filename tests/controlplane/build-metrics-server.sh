@@ -33,8 +33,13 @@ export GOWORK=off
 export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 [[ "$GOTOOLCHAIN" == local ]] && export GOTOOLCHAIN=auto
 
+# shellcheck source=../cache.sh
+source "$TESTS_DIR/cache.sh"
+CACHE_KEY="metrics-server/$METRICS_SERVER_VERSION"
+[[ $FORCE == 1 || -x "$BIN" ]] || cache_restore "$CACHE_KEY" "$BIN" || true
 if [[ $FORCE == 0 && -x "$BIN" ]] && "$BIN" --help >/dev/null 2>&1; then
   log "metrics-server $METRICS_SERVER_VERSION present in $BIN_DIR; nothing to build"
+  cache_keep "$CACHE_KEY" "$BIN"
   exit 0
 fi
 
@@ -47,4 +52,5 @@ mkdir -p "$BIN_DIR"
 (cd "$tmp" && GOBIN="$tmp/bin" go install -trimpath -buildvcs=false -ldflags "-s -w" \
   "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION")
 mv -f "$tmp/bin/metrics-server" "$BIN"
+cache_save "$CACHE_KEY" "$BIN"
 log "built metrics-server in $((SECONDS - start))s: $BIN"

@@ -172,6 +172,18 @@ fetch_crds() {
 }
 
 mkdir -p "$BIN_DIR"
+# shellcheck source=../cache.sh
+source "$TESTS_DIR/cache.sh"
+CACHE_KEY="controlplane/kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION"
+ALL_BINS=(etcd "${KUBE_CMDS[@]}")
+all_ok() {
+  etcd_ok || return 1
+  local cmd
+  for cmd in "${KUBE_CMDS[@]}"; do kube_ok "$cmd" || return 1; done
+}
+if [[ $FORCE == 0 ]] && ! all_ok; then
+  cache_restore "$CACHE_KEY" "${ALL_BINS[@]/#/$BIN_DIR/}" || true
+fi
 todo=()
 if [[ $FORCE == 1 ]] || ! etcd_ok; then todo+=(etcd); fi
 for cmd in "${KUBE_CMDS[@]}"; do
@@ -180,6 +192,7 @@ done
 
 if [[ ${#todo[@]} -eq 0 ]]; then
   log "all binaries for Kubernetes $K8S_VERSION / etcd $ETCD_VERSION present in $BIN_DIR; nothing to build"
+  cache_keep "$CACHE_KEY" "${ALL_BINS[@]/#/$BIN_DIR/}"
 else
   log "to build into $BIN_DIR: ${todo[*]}"
   total_start=$SECONDS
@@ -201,6 +214,7 @@ else
       || { echo "$what was built but does not report the pinned version" >&2; exit 1; }
   done
   log "built ${todo[*]} in $((SECONDS - total_start))s"
+  cache_save "$CACHE_KEY" "${ALL_BINS[@]/#/$BIN_DIR/}"
 fi
 
 if crds_ok; then

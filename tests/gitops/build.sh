@@ -54,14 +54,20 @@ module_version() {
 build() {
   local name="$1" moddir="$GITOPS_DIR/$1" out="$BIN_DIR/celld-$1" hash start=$SECONDS
   hash="$(inputs_hash "$moddir")"
+  if [[ $FORCE == 0 && "$(cat "$out.inputs" 2>/dev/null)" != "$hash" ]] \
+    && cache_restore "gitops/celld-$name-$hash" "$out"; then
+    echo "$hash" >"$out.inputs"
+  fi
   if [[ $FORCE == 0 && -x "$out" && "$(cat "$out.inputs" 2>/dev/null)" == "$hash" ]]; then
     log "celld-$name is up to date ($out)"
+    cache_keep "gitops/celld-$name-$hash" "$out"
     return 0
   fi
   log "building celld-$name with $GITOPS_GOTOOLCHAIN (cold: several minutes)"
   (cd "$moddir" && go build -trimpath -buildvcs=false -ldflags '-s -w' -o "$out.tmp" .)
   mv -f "$out.tmp" "$out"
   echo "$hash" >"$out.inputs"
+  cache_save "gitops/celld-$name-$hash" "$out"
   log "built celld-$name in $((SECONDS - start))s"
 }
 
@@ -72,6 +78,8 @@ copy() {
   mv -f "$2.tmp" "$2"
 }
 
+# shellcheck source=../cache.sh
+source "$TESTS_DIR/cache.sh"
 mkdir -p "$BIN_DIR" "$OUT_DIR/argocd" "$OUT_DIR/flux"
 build argocd
 build flux

@@ -100,7 +100,11 @@ pub struct Env {
     healers: Vec<Healer>,
     /// Namespaces made by [`Env::extra_namespace`], deleted with the test's own.
     extra_namespaces: Vec<String>,
-    _lock: ClusterLock,
+    /// Cluster-scoped objects of the test's own ([`Env::own_install`]): (kind, name),
+    /// deleted when it finishes.
+    pub(crate) cluster_objects: Vec<(String, String)>,
+    /// The test's share of the cluster and its slot (node names, ranges, zones).
+    lock: ClusterLock,
 }
 
 /// What [`Env::start`] varies.
@@ -110,18 +114,27 @@ pub struct EnvOptions {
     pub nodes_per_zone: u32,
     /// Extra kubesim arguments.
     pub kubesim_args: Vec<String>,
+    /// Whether the test shares the cluster ([`Sharing::Shared`], the default) or must
+    /// run alone, and why.
+    pub sharing: Sharing,
 }
 
 impl Default for EnvOptions {
     fn default() -> Self {
         EnvOptions {
             nodes_per_zone: 2,
-            // `CELLD_E2E_KUBESIM_ARGS` (whitespace-separated) lets two clusters with their
-            // own kubesims share one machine, e.g. `--pod-cidr 127.21.0.0/16 --node-cidr
-            // 127.18.0.0/24`.
-            kubesim_args: std::env::var("CELLD_E2E_KUBESIM_ARGS")
-                .map(|a| a.split_whitespace().map(str::to_string).collect())
-                .unwrap_or_default(),
+            kubesim_args: Vec::new(),
+            sharing: Sharing::Shared,
+        }
+    }
+}
+
+impl EnvOptions {
+    /// The defaults for a test that must have the cluster to itself, for `why`.
+    pub fn alone(why: &'static str) -> Self {
+        EnvOptions {
+            sharing: Sharing::Alone(why),
+            ..EnvOptions::default()
         }
     }
 }
@@ -141,7 +154,7 @@ impl Env {
         let t0 = Instant::now();
         ensure_built()?;
         let built = t0.elapsed();
-        let lock = tokio::task::block_in_place(|| cluster.lock())?;
+        let lock = tokio::task::block_in_place(|| cluster.lock(test, opts.sharing))?;
         let locked = t0.elapsed();
         let client = cluster.client.clone();
         install(&client)
@@ -153,7 +166,7 @@ impl Env {
             KubeSimOptions {
                 nodes_per_zone: opts.nodes_per_zone,
                 extra_args: opts.kubesim_args.clone(),
-                ..KubeSimOptions::default()
+                ..KubeSimOptions::for_slot(&lock.slot)
             },
         )
         .await
@@ -168,7 +181,8 @@ impl Env {
         let healer_kubeconfig = dir.join("healer.kubeconfig");
         write_healer_kubeconfig(&cluster, &healer_kubeconfig).await?;
         eprintln!(
-            "[{test}] namespace {ns}, scratch {}, set up in {:?} (built {built:?}, locked {locked:?}, installed {installed:?})",
+            "[{test}] namespace {ns}, slot {}, scratch {}, set up in {:?} (built {built:?}, locked {locked:?}, installed {installed:?})",
+            lock.slot.index,
             dir.display(),
             t0.elapsed()
         );
@@ -182,7 +196,8 @@ impl Env {
             dir,
             healers: Vec::new(),
             extra_namespaces: Vec::new(),
-            _lock: lock,
+            cluster_objects: Vec::new(),
+            lock,
         }))
     }
 
@@ -243,6 +258,8 @@ impl Env {
             h.terminate();
         }
         let t = Instant::now();
+        let own = std::mem::take(&mut self.cluster_objects);
+        delete_cluster_rbac(&self.client, &self.test, own).await;
         let cleanup = self.cleanup().await;
         match &cleanup {
             Err(e) => eprintln!("[{}] cleanup: {e:#}", self.test),
@@ -444,6 +461,31 @@ impl Env {
         let fleet = load_fleet(fleet_yaml)?;
         apply_rendered(&self.client, &fleet, false).await?;
         Ok(fleet)
+    }
+
+    /// The zones of this test's nodes (its slot's).
+    pub fn zones(&self) -> [String; 3] {
+        self.lock.slot.zones()
+    }
+
+    /// The region of [`Env::zones`].
+    pub fn region(&self) -> String {
+        self.lock.slot.region()
+    }
+
+    /// The test's slot number.
+    pub fn slot(&self) -> u8 {
+        self.lock.slot.index
+    }
+
+    /// A PersistentFleet file placed on this test's nodes.
+    pub fn persistent(&self, ns: &str, name: &str, members: i32) -> FleetFile {
+        FleetFile::persistent(ns, name, members).placed(&self.region(), &self.zones())
+    }
+
+    /// A Bucket fleet file (Deployment) placed on this test's nodes.
+    pub fn bucket(&self, ns: &str, name: &str, members: i32) -> FleetFile {
+        FleetFile::bucket(ns, name, members).placed(&self.region(), &self.zones())
     }
 
     /// Client for the test namespace.

@@ -29,10 +29,15 @@ pub struct FleetFile {
     pub bucket_workload: Option<&'static str>,
     /// `spec.deletionProtection` (None: left out, which means protected).
     pub deletion_protection: Option<bool>,
+    /// `storage.region`.
+    pub region: String,
+    /// `placement.zones`: the zones of the test's kubesim nodes ([`crate::Env::zones`]).
+    pub zones: Vec<String>,
 }
 
 impl FleetFile {
-    /// A PersistentFleet.
+    /// A PersistentFleet in the default slot's zones; a test places it on its own
+    /// nodes with [`FleetFile::placed`] (or makes it with [`crate::Env::persistent`]).
     pub fn persistent(ns: &str, name: &str, members: i32) -> FleetFile {
         FleetFile {
             namespace: ns.into(),
@@ -42,7 +47,16 @@ impl FleetFile {
             members,
             bucket_workload: None,
             deletion_protection: None,
+            region: "us-east-1".into(),
+            zones: ZONES.iter().map(|z| z.to_string()).collect(),
         }
+    }
+
+    /// The same fleet in `zones` of `region`.
+    pub fn placed(mut self, region: &str, zones: &[String]) -> FleetFile {
+        self.region = region.into();
+        self.zones = zones.to_vec();
+        self
     }
 
     /// A Bucket fleet on a Deployment.
@@ -88,9 +102,9 @@ spec:
   serviceAccountName: {sa}
   storage:
     bucket: e2e-{ns}-{name}
-    region: us-east-1{storage_class}
+    region: {region}{storage_class}
   placement:
-    zones: [{z0}, {z1}, {z2}]
+    zones: [{zones}]
     mode: Strict
   execution:
     cpuRequest: 50m
@@ -107,9 +121,8 @@ spec:
             digest = "ab".repeat(32),
             members = self.members,
             sa = MEMBER_SA,
-            z0 = ZONES[0],
-            z1 = ZONES[1],
-            z2 = ZONES[2],
+            region = self.region,
+            zones = self.zones.join(", "),
             grace = GRACE_S,
         )
     }

@@ -590,9 +590,10 @@ fn render_in(env: &celld_gen::render::templates::Templates, file: &str) -> Resul
 }
 
 impl HealerFleets {
-    pub fn new(ns: &str) -> Result<HealerFleets> {
-        let persistent = crate::FleetFile::persistent(ns, "alpha", 4).protection(false);
-        let external = crate::FleetFile::bucket(ns, "ext", 3).protection(false);
+    pub fn new(env: &crate::Env) -> Result<HealerFleets> {
+        let ns = env.ns.as_str();
+        let persistent = env.persistent(ns, "alpha", 4).protection(false);
+        let external = env.bucket(ns, "ext", 3).protection(false);
         let ext_yaml = external_fleet_yaml(&external)?;
         let ext = crate::rendered_objects(&crate::load_fleet(&ext_yaml)?)?;
         let render = |members: i32| -> Result<Vec<Value>> {

@@ -313,3 +313,87 @@ pub async fn delete_cluster_rbac(client: &Client, test: &str, objects: Vec<(Stri
         }
     }
 }
+
+/// A healer install of the test's own: the ServiceAccount, ClusterRole, bindings and lease
+/// Role `celld-gen install --namespace <ns>-healer` renders (no admission objects: the
+/// shared install's cover every namespace). A test that edits the healer's RBAC edits
+/// this one, never the shared install the healers of the tests beside it run with.
+pub struct OwnInstall {
+    /// Its namespace (the ServiceAccount's and the lease's).
+    pub namespace: String,
+    /// A kubeconfig of its ServiceAccount.
+    pub kubeconfig: std::path::PathBuf,
+    /// Its RBAC objects, as rendered.
+    pub objects: Vec<Value>,
+}
+
+impl OwnInstall {
+    /// Its ClusterRole without the rules on `resources` (each rule names one resource).
+    pub fn cluster_role_without(&self, resources: &[&str]) -> Result<Value> {
+        let mut role = self
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .cloned()
+            .context("no ClusterRole in the install")?;
+        let rules: Vec<Value> = role["rules"]
+            .as_array()
+            .context("ClusterRole without rules")?
+            .iter()
+            .filter(|r| !resources.iter().any(|x| r["resources"] == json!([x])))
+            .cloned()
+            .collect();
+        role["rules"] = Value::Array(rules);
+        Ok(role)
+    }
+
+    /// Applies its RBAC again as rendered (whatever a test removed).
+    pub async fn restore(&self, client: &Client) -> Result<()> {
+        for o in &self.objects {
+            apply(client, o, SETUP, false).await?;
+        }
+        Ok(())
+    }
+
+    /// The healer options of `env` with this install's identity and lease namespace.
+    pub fn healer_options(&self, env: &Env) -> HealerOptions {
+        HealerOptions {
+            kubeconfig: Some(self.kubeconfig.clone()),
+            lease_namespace: Some(self.namespace.clone()),
+            ..env.healer_options()
+        }
+    }
+}
+
+impl Env {
+    /// Installs [`OwnInstall`] in a namespace of the test (`<ns>-healer`); its
+    /// cluster-scoped objects are deleted when the test finishes.
+    pub async fn own_install(&mut self) -> Result<OwnInstall> {
+        let namespace = self.extra_namespace("healer").await?;
+        let objects: Vec<Value> = install_bundle_with(&["--namespace", &namespace])?
+            .into_iter()
+            .filter(|o| {
+                o["kind"]
+                    .as_str()
+                    .is_some_and(|k| HEALER_RBAC_KINDS.contains(&k))
+            })
+            .collect();
+        for o in &objects {
+            apply(&self.client, o, SETUP, false).await?;
+            let kind = o["kind"].as_str().unwrap_or_default();
+            if kind.starts_with("Cluster") {
+                self.cluster_objects.push((
+                    kind.to_string(),
+                    o["metadata"]["name"].as_str().unwrap_or_default().into(),
+                ));
+            }
+        }
+        let kubeconfig = self.dir.join("own-install.kubeconfig");
+        write_sa_kubeconfig(&self.cluster, &namespace, HEALER_SA, &kubeconfig).await?;
+        Ok(OwnInstall {
+            namespace,
+            kubeconfig,
+            objects,
+        })
+    }
+}

@@ -26,9 +26,14 @@ pub use fleet::*;
 pub use healer::*;
 pub use install::*;
 pub use kubesim::testing::{
-    Cluster, ClusterLock, KubeSim, KubeSimOptions, pod_ready, unique_name, wait_for,
+    Cluster, ClusterLock, KubeSim, KubeSimOptions, Sharing, Slot, pod_ready, unique_name, wait_for,
 };
 pub use queries::*;
+
+/// How the tests of the golden examples share the cluster: beside other tests, one at a
+/// time among themselves (they use the examples' fixed namespaces, reservations and the
+/// `gp3` StorageClass).
+pub const GOLDEN: Sharing = Sharing::Group("golden");
 
 /// Field manager Argo CD applies with.
 pub const ARGO: &str = "argocd-controller";

@@ -7,9 +7,10 @@ use anyhow::{Context, Result, ensure};
 use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::IDENTITY;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event as KEvent;
-use kube::api::ListParams;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -201,6 +202,108 @@ pub async fn claims(env: &Env) -> Result<BTreeMap<String, (String, String, bool)
             )
         })
         .collect())
+}
+
+/// The API server's clock as it stamps objects (whole seconds, truncated): the
+/// creationTimestamp it gives a ConfigMap created with server-side dry run (nothing is
+/// stored).
+pub async fn server_now(env: &Env) -> Result<Timestamp> {
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"generateName": "celld-e2e-clock-"},
+    }))?;
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    env.api::<ConfigMap>()
+        .create(&pp, &cm)
+        .await?
+        .metadata
+        .creation_timestamp
+        .map(|t| t.0)
+        .context("a dry-run create without creationTimestamp")
+}
+
+/// Waits until the API server's clock ([`server_now`]) reads `t` or later: every object
+/// created from then on is stamped `t` or later, and the real time is past `t`.
+pub async fn wait_server_time(env: &Env, t: Timestamp, timeout: Duration) -> Result<()> {
+    wait_for(
+        &format!("the API server's clock at {t}"),
+        timeout,
+        || async move { Ok((server_now(env).await? >= t).then_some(())) },
+    )
+    .await
+}
+
+/// Waits until a Pod created from then on is more than `fresh_disk_age` newer than each
+/// of `claims`, by the API server's timestamps: rule R4 leaves a member alone on a disk
+/// made for its Pod (`claim created + --fresh-disk-age >= Pod created`). Timestamps
+/// have whole seconds, so "more than" is at least 1 s more.
+pub async fn wait_disks_older_than_new_pods(
+    env: &Env,
+    claims: &[&str],
+    fresh_disk_age: Duration,
+) -> Result<()> {
+    let api: Api<PersistentVolumeClaim> = env.api();
+    let mut made = None;
+    for c in claims {
+        let t = api
+            .get(c)
+            .await?
+            .metadata
+            .creation_timestamp
+            .with_context(|| format!("{c} without creationTimestamp"))?
+            .0;
+        made = made.max(Some(t));
+    }
+    let made = made.context("no claims given")?;
+    let at = made + SignedDuration::try_from(fresh_disk_age)? + SignedDuration::from_secs(1);
+    wait_server_time(env, at, fresh_disk_age + Duration::from_secs(30)).await
+}
+
+/// Waits until each of `pods` (same namespace) has been Ready, and not terminating, for
+/// `window` by the API server's clock: its Ready condition's lastTransitionTime plus
+/// `window`, plus 1 s of margin, is past. Rule R3 replaces a down member only when every
+/// other member has been ready for the absorb window (`--absorb-window`).
+pub async fn wait_ready_for(
+    env: &Env,
+    pods: &[&str],
+    window: Duration,
+    timeout: Duration,
+) -> Result<()> {
+    let api: Api<Pod> = env.api();
+    let window = SignedDuration::try_from(window)? + SignedDuration::from_secs(1);
+    wait_for(
+        &format!("{pods:?} ready for the absorb window ({window} with the margin)"),
+        timeout,
+        || {
+            let api = api.clone();
+            async move {
+                let mut settled_at = None;
+                for name in pods {
+                    let Some(p) = api.get_opt(name).await? else {
+                        return Ok(None);
+                    };
+                    let since = p
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                        .and_then(|c| c.last_transition_time.as_ref())
+                        .filter(|_| p.metadata.deletion_timestamp.is_none());
+                    let Some(since) = since else {
+                        return Ok(None);
+                    };
+                    settled_at = settled_at.max(Some(since.0 + window));
+                }
+                let Some(at) = settled_at else {
+                    return Ok(Some(()));
+                };
+                Ok((server_now(env).await? >= at).then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 /// Asserts that `f` stays true for `dur` (checked every 500 ms).

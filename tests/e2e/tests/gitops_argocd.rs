@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use celld_e2e::gitops::{self, Argo, HealerFleets};
-use celld_e2e::{Env, wait_for};
+use celld_e2e::{Env, GOLDEN, wait_for};
 use celld_gen::api::CelldFleet;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kubesim::testing::{e2e_cluster, repo_root};
@@ -84,7 +84,7 @@ async fn golden_examples_synced_by_argocd_stay_in_sync() -> Result<()> {
     let Some(argo) = argo(test, &cluster.kubeconfig)? else {
         return Ok(());
     };
-    let _lock = tokio::task::block_in_place(|| cluster.lock())?;
+    let _lock = tokio::task::block_in_place(|| cluster.lock(test, GOLDEN))?;
     gitops::golden_scenario(&cluster, &argo).await
 }
 
@@ -145,7 +145,7 @@ impl gitops::AfterStep for Healthy<'_> {
 }
 
 async fn scenario(env: &mut Env, argo: &Argo) -> Result<()> {
-    let fleets = HealerFleets::new(&env.ns)?;
+    let fleets = HealerFleets::new(env)?;
     gitops::healer_scenario(env, argo, &fleets, &Healthy(argo)).await?;
 
     // Paused (as an operator pauses it), then deleted: Argo CD's view of the live fleet.

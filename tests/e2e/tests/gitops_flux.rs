@@ -16,8 +16,8 @@
 //!   drifted.
 
 use anyhow::{Result, ensure};
-use celld_e2e::Env;
 use celld_e2e::gitops::{self, Bundle, Flux, HealerFleets};
+use celld_e2e::{Env, GOLDEN};
 use kubesim::testing::e2e_cluster;
 
 fn flux(test: &str, kubeconfig: &std::path::Path) -> Result<Option<Flux>> {
@@ -40,7 +40,7 @@ async fn golden_examples_applied_by_flux_stay_in_sync() -> Result<()> {
     let Some(flux) = flux(test, &cluster.kubeconfig)? else {
         return Ok(());
     };
-    let _lock = tokio::task::block_in_place(|| cluster.lock())?;
+    let _lock = tokio::task::block_in_place(|| cluster.lock(test, GOLDEN))?;
     gitops::golden_scenario(&cluster, &flux).await
 }
 
@@ -85,6 +85,6 @@ impl gitops::AfterStep for Reconcile<'_> {
 }
 
 async fn scenario(env: &mut Env, flux: &Flux) -> Result<()> {
-    let fleets = HealerFleets::new(&env.ns)?;
+    let fleets = HealerFleets::new(env)?;
     gitops::healer_scenario(env, flux, &fleets, &Reconcile(flux)).await
 }

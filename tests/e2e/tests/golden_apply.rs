@@ -13,6 +13,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use celld_e2e::GOLDEN;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client};
@@ -177,18 +178,26 @@ async fn versions(cluster: &Cluster, kustomization: &str) -> Result<Vec<(String,
 }
 
 /// Deletes what a kustomization created (namespaced objects go with their namespace; the
-/// cluster-scoped reservations are deleted here).
+/// cluster-scoped reservations are deleted here: the examples' own, by name, since other
+/// tests' reservations live beside them).
 async fn delete_reservations(cluster: &Cluster) -> Result<()> {
-    let _ = run_kubectl(
-        cluster,
-        &[
-            "delete",
-            "celldbucketreservations.fleet.celld.dev",
-            "--all",
-            "--wait=true",
-        ],
-    )
-    .await?;
+    let mut args = vec![
+        "delete".to_string(),
+        "celldbucketreservations.fleet.celld.dev".to_string(),
+        "--ignore-not-found".to_string(),
+        "--wait=true".to_string(),
+    ];
+    let before = args.len();
+    for o in celld_e2e::gitops::golden_objects()? {
+        if o["kind"] == "CelldBucketReservation"
+            && let Some(name) = o["metadata"]["name"].as_str()
+        {
+            args.push(name.to_string());
+        }
+    }
+    ensure!(args.len() > before, "no CelldBucketReservation in golden/");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _ = run_kubectl(cluster, &args).await?;
     Ok(())
 }
 
@@ -199,7 +208,12 @@ async fn golden_examples_apply_like_argocd_without_warnings_or_drift() -> Result
     else {
         return Ok(());
     };
-    let _lock = cluster.lock()?;
+    let _lock = tokio::task::block_in_place(|| {
+        cluster.lock(
+            "golden_examples_apply_like_argocd_without_warnings_or_drift",
+            GOLDEN,
+        )
+    })?;
     let tmp = tempdir("golden-apply")?;
     install_crds(&cluster, &tmp).await?;
     let namespaces = golden_namespaces()?;
@@ -315,15 +329,22 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
     else {
         return Ok(());
     };
-    let _lock = cluster.lock()?;
+    let lock = tokio::task::block_in_place(|| {
+        cluster.lock(
+            "hand_scaled_fleets_get_zonal_disks_and_become_ready",
+            GOLDEN,
+        )
+    })?;
     let client = cluster.client.clone();
-    // The same kubesim arguments as every other test (`CELLD_E2E_KUBESIM_ARGS`): with the
-    // default pod range, two clusters on one machine bind the same stub addresses.
+    // The slot's node names and address ranges, in the zones the examples name (kubesim's
+    // defaults, us-east-1a..c, which no slot uses).
+    let defaults = KubeSimOptions::default();
     let sim = KubeSim::spawn(
         &cluster,
         KubeSimOptions {
-            extra_args: celld_e2e::EnvOptions::default().kubesim_args,
-            ..KubeSimOptions::default()
+            zones: defaults.zones,
+            region: defaults.region,
+            ..KubeSimOptions::for_slot(&lock.slot)
         },
     )
     .await?;

@@ -32,8 +32,8 @@ async fn growth_from_git_and_git_reapply() -> Result<()> {
 }
 
 async fn growth(env: &mut Env) -> Result<()> {
-    let pf = FleetFile::persistent(&env.ns, "alpha", 3);
-    let bf = FleetFile::bucket(&env.ns, "beta", 3);
+    let pf = env.persistent(&env.ns, "alpha", 3);
+    let bf = env.bucket(&env.ns, "beta", 3);
     let alpha = env.apply_fleet(&pf.yaml()).await?;
     let beta = env.apply_fleet(&bf.yaml()).await?;
     // Git renders no replicas: the API server defaults them to 1.
@@ -242,8 +242,29 @@ async fn growth(env: &mut Env) -> Result<()> {
         }
     }
     eprintln!("[git-reapply] server-side dry-run of every Git manifest: no difference");
-    // And the healer wrote nothing in response.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // And the healer wrote nothing in response. It has no periodic resync and an
+    // unchanged apply makes no watch event, so there is no reconcile to wait for: any
+    // write of replicas (count or owner) fails at once.
+    holds_for(
+        "no replicas written after the re-apply",
+        Duration::from_secs(3),
+        || async {
+            let m = env.h(h).metrics_text().await?;
+            let sts: StatefulSet = env.api::<StatefulSet>().get("alpha").await?;
+            ensure!(
+                sum_metric(&m, "celld_healer_actions_total{kind=\"SetReplicas\"")
+                    == setreplicas_before,
+                "the healer wrote replicas again after the re-apply"
+            );
+            ensure!(
+                replica_owners(&sts) == owners
+                    && sts.spec.as_ref().and_then(|s| s.replicas) == Some(3),
+                "spec.replicas or its ownership changed after the re-apply"
+            );
+            Ok(true)
+        },
+    )
+    .await?;
     let m2 = env.h(h).metrics_text().await?;
     ensure!(
         sum_metric(&m2, "celld_healer_actions_total{kind=\"SetReplicas\"") == setreplicas_before,
@@ -317,19 +338,20 @@ async fn without_the_zone_rules_the_healer_still_heals() -> Result<()> {
         return Ok(());
     };
     let r = no_zones(&mut env).await;
-    let r = r.and(restore_rbac(&env).await);
     env.finish(r).await
 }
 
 async fn no_zones(env: &mut Env) -> Result<()> {
+    // The healer's RBAC of its own install: the shared one serves the other tests.
+    let own = env.own_install().await?;
     apply(
         &env.client,
-        &cluster_role_without(&["nodes", "persistentvolumes"])?,
+        &own.cluster_role_without(&["nodes", "persistentvolumes"])?,
         SETUP,
         false,
     )
     .await?;
-    let sa = kubesim::testing::client_from_kubeconfig(&env.healer_kubeconfig).await?;
+    let sa = kubesim::testing::client_from_kubeconfig(&own.kubeconfig).await?;
     wait_for("the nodes rule gone", Duration::from_secs(30), || {
         let sa = sa.clone();
         async move {
@@ -340,9 +362,9 @@ async fn no_zones(env: &mut Env) -> Result<()> {
         }
     })
     .await?;
-    let f = FleetFile::bucket(&env.ns, "nz", 3);
+    let f = env.bucket(&env.ns, "nz", 3);
     env.apply_fleet(&f.yaml()).await?;
-    let h = env.healer(env.healer_options())?;
+    let h = env.healer(own.healer_options(env))?;
     wait_condition(
         env,
         "nz",
@@ -383,31 +405,6 @@ async fn no_zones(env: &mut Env) -> Result<()> {
         ensure!(said == 1, "the log says it {said} times for {r}");
     }
     eprintln!("[nozones] ready and grown without the zone rules; zones empty: {states:?}");
-    Ok(())
-}
-
-/// The shared install's ClusterRole without the rules on `resources`.
-fn cluster_role_without(resources: &[&str]) -> Result<Value> {
-    let mut role = healer_rbac_objects()
-        .into_iter()
-        .find(|o| o["kind"] == "ClusterRole")
-        .context("no ClusterRole")?;
-    let rules: Vec<Value> = role["rules"]
-        .as_array()
-        .context("rules")?
-        .iter()
-        .filter(|r| !resources.iter().any(|x| r["resources"] == json!([x])))
-        .cloned()
-        .collect();
-    role["rules"] = Value::Array(rules);
-    Ok(role)
-}
-
-/// Gives the healer its full RBAC back (whatever a test removed).
-async fn restore_rbac(env: &Env) -> Result<()> {
-    for o in healer_rbac_objects() {
-        apply(&env.client, &o, SETUP, false).await?;
-    }
     Ok(())
 }
 
@@ -604,22 +601,22 @@ async fn no_action_while_a_watch_fails() -> Result<()> {
         return Ok(());
     };
     let r = watch_fails(&mut env).await;
-    // Whatever happened, give the healer its full RBAC back.
-    let r = r.and(restore_rbac(&env).await);
     env.finish(r).await
 }
 
 async fn watch_fails(env: &mut Env) -> Result<()> {
+    // The healer's RBAC of its own install: the shared one serves the other tests.
+    let own = env.own_install().await?;
     apply(
         &env.client,
-        &cluster_role_without(&["services"])?,
+        &own.cluster_role_without(&["services"])?,
         SETUP,
         false,
     )
     .await?;
-    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let f = env.persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
-    let h = env.healer(env.healer_options())?;
+    let h = env.healer(own.healer_options(env))?;
     env.h(h)
         .wait_log("watch failed", Duration::from_secs(30))
         .await?;
@@ -640,7 +637,7 @@ async fn watch_fails(env: &mut Env) -> Result<()> {
     eprintln!(
         "[watch-fails] Service list forbidden: /readyz 503, no finalizer, no status, replicas at 1, no write"
     );
-    restore_rbac(env).await?;
+    own.restore(&env.client).await?;
     let t0 = std::time::Instant::now();
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(90)).await?;
     ensure!(env.h(h).http_status("/readyz").await? == 200);

@@ -126,7 +126,7 @@ async fn shadow_recommends_and_never_changes_replicas() -> Result<()> {
 }
 
 async fn shadow(env: &mut Env) -> Result<()> {
-    let f = FleetFile::bucket(&env.ns, "shadow", 3);
+    let f = env.bucket(&env.ns, "shadow", 3);
     let yaml = with_policy(&f, "Shadow", 3, 6);
     env.apply_fleet(&yaml).await?;
     env.healer(env.healer_options())?;
@@ -209,7 +209,7 @@ async fn scale_out_grows_one_step_at_a_time_within_max() -> Result<()> {
 }
 
 async fn scale_out(env: &mut Env) -> Result<()> {
-    let f = FleetFile::bucket(&env.ns, "grow", 3);
+    let f = env.bucket(&env.ns, "grow", 3);
     env.apply_fleet(&with_policy(&f, "ScaleOut", 3, 5)).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
@@ -270,7 +270,7 @@ async fn automatic_grows_then_shrinks_one_per_step_never_below_min() -> Result<(
 }
 
 async fn automatic(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "auto", 3);
+    let f = env.persistent(&env.ns, "auto", 3);
     env.apply_fleet(&with_policy(&f, "Automatic", 3, 4)).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
@@ -316,7 +316,7 @@ async fn external_scale_subresource_and_hpa() -> Result<()> {
 }
 
 async fn external(env: &mut Env) -> Result<()> {
-    let f = FleetFile::bucket(&env.ns, "ext", 3);
+    let f = env.bucket(&env.ns, "ext", 3);
     env.apply_fleet(&gitops::external_fleet_yaml(&f)?).await?;
     env.healer(env.healer_options())?;
     let fleets = env.api::<CelldFleet>();
@@ -406,7 +406,7 @@ async fn bad_member_state_makes_the_decision_wait() -> Result<()> {
 }
 
 async fn bad_state(env: &mut Env) -> Result<()> {
-    let f = FleetFile::bucket(&env.ns, "bad", 3);
+    let f = env.bucket(&env.ns, "bad", 3);
     env.apply_fleet(&with_policy(&f, "ScaleOut", 3, 5)).await?;
     env.healer(env.healer_options())?;
     let pods = wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
@@ -470,7 +470,7 @@ async fn history_survives_restart_and_follows_the_policy() -> Result<()> {
 }
 
 async fn history_lifecycle(env: &mut Env) -> Result<()> {
-    let f = FleetFile::bucket(&env.ns, "hist", 3);
+    let f = env.bucket(&env.ns, "hist", 3);
     let with = with_policy(&f, "Shadow", 3, 6);
     env.apply_fleet(&with).await?;
     let h = env.healer(env.healer_options())?;
@@ -528,7 +528,12 @@ async fn history_lifecycle(env: &mut Env) -> Result<()> {
 /// every fleet is observed once per interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn collector_cost_automatic_fleets() -> Result<()> {
-    let Some(mut env) = Env::start("capacity_cost").await? else {
+    let Some(mut env) = Env::start_with(
+        "capacity_cost",
+        EnvOptions::alone("measures the capacity collector's requests and observations per minute"),
+    )
+    .await?
+    else {
         return Ok(());
     };
     let r = cost(&mut env).await;
@@ -545,7 +550,7 @@ async fn cost(env: &mut Env) -> Result<()> {
         Err(_) => 10,
     };
     let fleets: Vec<FleetFile> = (0..n)
-        .map(|i| FleetFile::persistent(&env.ns, &format!("c{i:02}"), 3))
+        .map(|i| env.persistent(&env.ns, &format!("c{i:02}"), 3))
         .collect();
     for f in &fleets {
         env.apply_fleet(&format!(

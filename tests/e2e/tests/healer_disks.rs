@@ -20,6 +20,10 @@ use serde_json::json;
 const FINALIZER: &str = "fleet.celld.dev/replacing-disk";
 const RECORD: &str = "fleet.celld.dev/replacement-claim";
 const INDEX: &str = "fleet.celld.dev/replacement-fleet";
+/// The handoff test's `--fresh-disk-age`.
+const FRESH_DISK_AGE: Duration = Duration::from_secs(3);
+/// The tests' `--absorb-window` ([`Env::healer_options`]).
+const ABSORB_WINDOW: Duration = Duration::from_secs(10);
 
 fn uids(c: &BTreeMap<String, (String, String, bool)>) -> BTreeMap<String, String> {
     c.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
@@ -86,7 +90,7 @@ async fn lost_volume_gets_a_fresh_disk() -> Result<()> {
 }
 
 async fn lost_volume(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let f = env.persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
@@ -148,7 +152,10 @@ async fn run_until_halt(
 ) -> Result<()> {
     let mut o = env.healer_options();
     o.halt_after = Some(step.into());
-    o.extra = vec!["--fresh-disk-age".into(), "3s".into()];
+    o.extra = vec![
+        "--fresh-disk-age".into(),
+        format!("{}s", FRESH_DISK_AGE.as_secs()),
+    ];
     let i = env.healer(o)?;
     trigger.await?;
     env.h(i)
@@ -162,17 +169,20 @@ async fn run_until_halt(
 
 fn normal_healer(env: &mut Env) -> Result<usize> {
     let mut o = env.healer_options();
-    o.extra = vec!["--fresh-disk-age".into(), "3s".into()];
+    o.extra = vec![
+        "--fresh-disk-age".into(),
+        format!("{}s", FRESH_DISK_AGE.as_secs()),
+    ];
     env.healer(o)
 }
 
 async fn handoff_kill(env: &mut Env) -> Result<()> {
     let pods: Api<Pod> = env.api();
     let fleets = [
-        FleetFile::persistent(&env.ns, "prep", 3),
-        FleetFile::persistent(&env.ns, "del", 3),
-        FleetFile::persistent(&env.ns, "com", 3),
-        FleetFile::persistent(&env.ns, "cd", 3),
+        env.persistent(&env.ns, "prep", 3),
+        env.persistent(&env.ns, "del", 3),
+        env.persistent(&env.ns, "com", 3),
+        env.persistent(&env.ns, "cd", 3),
     ];
     for f in &fleets {
         env.apply_fleet(&f.yaml()).await?;
@@ -183,7 +193,7 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
     }
     // The members that go down get Pods newer than their disks (a disk made for the
     // current Pod is never replaced; the healer runs with --fresh-disk-age 3s).
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_disks_older_than_new_pods(env, &["data-prep-1", "data-del-1"], FRESH_DISK_AGE).await?;
     for p in ["prep-1", "del-1"] {
         let first = pods.get(p).await?.metadata.uid.clone();
         pods.delete(p, &Default::default()).await?;
@@ -202,8 +212,14 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
     }
     env.h_mut(h).terminate();
     let before = claims(env).await?;
-    // Absorb window: every other member ready for 10 s.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Absorb window: every other member of prep ready for 10 s.
+    wait_ready_for(
+        env,
+        &["prep-0", "prep-2"],
+        ABSORB_WINDOW,
+        Duration::from_secs(60),
+    )
+    .await?;
 
     // --- 1. killed after prepare: the record is uncommitted, the Pod alive.
     let p1 = pods.get("prep-1").await?;
@@ -255,7 +271,14 @@ async fn handoff_kill(env: &mut Env) -> Result<()> {
     // --- 2. killed after the guarded Pod delete, before commit.
     let d1 = pods.get("del-1").await?;
     let d1_uid = d1.metadata.uid.clone();
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Absorb window: every other member of del ready for 10 s.
+    wait_ready_for(
+        env,
+        &["del-0", "del-2"],
+        ABSORB_WINDOW,
+        Duration::from_secs(60),
+    )
+    .await?;
     run_until_halt(env, "delete", async {
         set_stub_mode(&d1, json!({"health": "unhealthy"})).await
     })

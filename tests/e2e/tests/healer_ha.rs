@@ -28,7 +28,7 @@ async fn two_replicas_one_leader() -> Result<()> {
 }
 
 async fn ha(env: &mut Env) -> Result<()> {
-    let mut f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let mut f = env.persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
     let mut oa = env.healer_options();
     oa.identity = "healer-a".into();

@@ -36,7 +36,7 @@ async fn a_bucket_reserved_to_another_identity_is_not_grown() -> Result<()> {
 }
 
 async fn storage_scope(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let f = env.persistent(&env.ns, "alpha", 3);
     let fleet = load_fleet(&f.yaml())?;
     // Another fleet reserved this bucket first.
     let mut objects = rendered_objects(&fleet)?;
@@ -95,7 +95,7 @@ async fn members_ready(env: &Env, identity: &str, prefix: &str) -> Result<usize>
 }
 
 async fn identity(env: &mut Env) -> Result<()> {
-    let original = FleetFile::persistent(&env.ns, "alpha", 3);
+    let original = env.persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&original.yaml()).await?;
     let _h = env.healer(env.healer_options())?;
     wait_for(

@@ -119,7 +119,13 @@ async fn published_image_runs_the_healer_from_its_entrypoint() -> Result<()> {
     let Some(crane) = crane()? else {
         return Ok(());
     };
-    let Some(mut env) = Env::start("healer-image").await? else {
+    let Some(mut env) = Env::start_with(
+        "healer-image",
+        // The rendered Deployment args serve every namespace and take the shared lease.
+        EnvOptions::alone("runs the healer with the install's own args: every namespace"),
+    )
+    .await?
+    else {
         return Ok(());
     };
     let r = image(&mut env, &crane).await;

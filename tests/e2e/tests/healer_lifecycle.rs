@@ -45,7 +45,7 @@ async fn contraction_then_growth_back() -> Result<()> {
 }
 
 async fn contract_grow(env: &mut Env) -> Result<()> {
-    let mut f = FleetFile::persistent(&env.ns, "gamma", 5);
+    let mut f = env.persistent(&env.ns, "gamma", 5);
     env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 5, Duration::from_secs(120)).await?;
@@ -178,7 +178,7 @@ async fn foreign_claim(env: &mut Env) -> Result<()> {
     let foreign0 = claims_api
         .create(&PostParams::default(), &make("data-delta-0")?)
         .await?;
-    let f = FleetFile::persistent(&env.ns, "delta", 3);
+    let f = env.persistent(&env.ns, "delta", 3);
     env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     let (_, _, msg) = wait_condition(
@@ -260,7 +260,7 @@ async fn fleet_deletion_in_order() -> Result<()> {
 
 async fn deletion(env: &mut Env) -> Result<()> {
     // Deleted on purpose: protection off in Git (the admission policy refuses otherwise).
-    let mut f = FleetFile::persistent(&env.ns, "omega", 4).protection(false);
+    let mut f = env.persistent(&env.ns, "omega", 4).protection(false);
     let fleet = env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 4, Duration::from_secs(120)).await?;
@@ -399,7 +399,7 @@ async fn edited_service_blocks_lifecycle() -> Result<()> {
 }
 
 async fn service_edit(env: &mut Env) -> Result<()> {
-    let mut f = FleetFile::persistent(&env.ns, "eps", 3);
+    let mut f = env.persistent(&env.ns, "eps", 3);
     env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;

@@ -132,15 +132,28 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
 
     // 3. Fleets: `original` in the unserved namespace, `copy` (same identity, newer) and
     //    `beta` in served ones.
-    let original = FleetFile::persistent(&c, "original", 3);
+    let original = env.persistent(&c, "original", 3);
     env.apply_fleet(&original.yaml()).await?;
-    // creationTimestamp has one-second resolution: make `original` strictly older.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // creationTimestamp has one-second resolution: make `original` strictly older, by
+    // the API server's clock.
+    let made = Api::<CelldFleet>::namespaced(env.client.clone(), &c)
+        .get("original")
+        .await?
+        .metadata
+        .creation_timestamp
+        .context("original without creationTimestamp")?
+        .0;
+    wait_server_time(
+        env,
+        made + k8s_openapi::jiff::SignedDuration::from_secs(1),
+        Duration::from_secs(30),
+    )
+    .await?;
     let mut copy = original.clone();
     copy.namespace = b.clone();
     copy.name = "copy".into();
     env.apply_fleet(&copy.yaml()).await?;
-    let beta = FleetFile::persistent(&a, "beta", 3).protection(false);
+    let beta = env.persistent(&a, "beta", 3).protection(false);
     env.apply_fleet(&beta.yaml()).await?;
 
     let mut o = env.healer_options();

@@ -16,8 +16,42 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt};
 use kubesim::control::FaultKind;
 
+/// down_member's `--fresh-disk-age`.
+const FRESH_DISK_AGE: Duration = Duration::from_secs(3);
+/// The tests' `--absorb-window` ([`Env::healer_options`]).
+const ABSORB_WINDOW: Duration = Duration::from_secs(10);
+
 fn uids(c: &BTreeMap<String, (String, String, bool)>) -> BTreeMap<String, String> {
     c.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
+}
+
+/// Every claim of `before` but data-one-2 unchanged, and no disk replacement started in
+/// fleets two and img.
+async fn others_left_alone(
+    env: &Env,
+    before: &BTreeMap<String, (String, String, bool)>,
+) -> Result<()> {
+    let after = claims(env).await?;
+    for (name, (uid, _, deleting)) in before {
+        if name == "data-one-2" {
+            continue;
+        }
+        let now = after.get(name).with_context(|| format!("{name} is gone"))?;
+        ensure!(
+            now.0 == *uid && !now.2 && !deleting,
+            "{name} changed: {uid} -> {:?}",
+            now
+        );
+    }
+    for f in ["two", "img"] {
+        let evs = fleet_events(&env.client, &env.ns, Some(f)).await?;
+        ensure!(
+            !evs.iter()
+                .any(|e| e.action == "StartHandoff" || e.action == "DeleteClaim"),
+            "fleet {f} started a disk replacement: {evs:?}"
+        );
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,7 +64,7 @@ async fn node_stop_force_delete_keeps_disk() -> Result<()> {
 }
 
 async fn node_stop(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let f = env.persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
@@ -110,23 +144,26 @@ async fn down_member_replacement_rules() -> Result<()> {
 async fn down_member(env: &mut Env) -> Result<()> {
     // Three fleets at once: one member down (replaced), two down (left), image pull
     // (left).
-    let one = FleetFile::persistent(&env.ns, "one", 3);
-    let two = FleetFile::persistent(&env.ns, "two", 3);
-    let img = FleetFile::persistent(&env.ns, "img", 3);
+    let one = env.persistent(&env.ns, "one", 3);
+    let two = env.persistent(&env.ns, "two", 3);
+    let img = env.persistent(&env.ns, "img", 3);
     for f in [&one, &two, &img] {
         env.apply_fleet(&f.yaml()).await?;
     }
     let mut o = env.healer_options();
     // A disk is "made for its Pod" when created less than this before the Pod; the
     // replaced member's Pod is recreated below so that its disk is older than it.
-    o.extra = vec!["--fresh-disk-age".into(), "3s".into()];
+    o.extra = vec![
+        "--fresh-disk-age".into(),
+        format!("{}s", FRESH_DISK_AGE.as_secs()),
+    ];
     env.healer(o)?;
     for f in [&one, &two, &img] {
         wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
     }
     let pods: Api<Pod> = env.api();
     let first = pods.get("one-2").await?.metadata.uid.clone();
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_disks_older_than_new_pods(env, &["data-one-2"], FRESH_DISK_AGE).await?;
     pods.delete("one-2", &Default::default()).await?;
     wait_for("one-2 recreated and ready", Duration::from_secs(60), || {
         let pods = pods.clone();
@@ -140,8 +177,14 @@ async fn down_member(env: &mut Env) -> Result<()> {
         }
     })
     .await?;
-    // Every member must have been ready for the absorb window (10 s) first.
-    tokio::time::sleep(Duration::from_secs(11)).await;
+    // Every member must have been ready for the absorb window (10 s) first: so that two
+    // and img are left alone for their own reasons, not for a member ready too recently.
+    let members: Vec<String> = ["one", "two", "img"]
+        .iter()
+        .flat_map(|f| (0..3).map(move |o| format!("{f}-{o}")))
+        .collect();
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    wait_ready_for(env, &members, ABSORB_WINDOW, Duration::from_secs(60)).await?;
     let before = claims(env).await?;
     let t0 = std::time::Instant::now();
     set_stub_mode(
@@ -183,31 +226,15 @@ async fn down_member(env: &mut Env) -> Result<()> {
         },
     )
     .await?;
-    // Let the others sit well past their delay (20 s) and the absorb window.
-    let waited = t0.elapsed();
-    if waited < Duration::from_secs(35) {
-        tokio::time::sleep(Duration::from_secs(35) - waited).await;
-    }
-    let after = claims(env).await?;
-    for (name, (uid, _, deleting)) in &before {
-        if name == "data-one-2" {
-            continue;
-        }
-        let now = after.get(name).with_context(|| format!("{name} is gone"))?;
-        ensure!(
-            now.0 == *uid && !now.2 && !deleting,
-            "{name} changed: {uid} -> {:?}",
-            now
-        );
-    }
-    for f in ["two", "img"] {
-        let evs = fleet_events(&env.client, &env.ns, Some(f)).await?;
-        ensure!(
-            !evs.iter()
-                .any(|e| e.action == "StartHandoff" || e.action == "DeleteClaim"),
-            "fleet {f} started a disk replacement: {evs:?}"
-        );
-    }
+    // Let the others sit well past their delay (20 s) and the absorb window; a disk
+    // replacement of two or img fails the check at once.
+    holds_for(
+        "no other disk replaced",
+        Duration::from_secs(35).saturating_sub(t0.elapsed()),
+        || async { others_left_alone(env, &before).await.map(|()| true) },
+    )
+    .await?;
+    others_left_alone(env, &before).await?;
     let (_, reason, msg) = condition(env, "img", "Ready")
         .await?
         .context("no condition")?;

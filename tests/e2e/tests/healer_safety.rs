@@ -126,7 +126,7 @@ async fn orphans_and_an_unlabelled_namesake_keep_the_disks() -> Result<()> {
 }
 
 async fn orphans(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "orph", MEMBERS).protection(false);
+    let f = env.persistent(&env.ns, "orph", MEMBERS).protection(false);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, N, Duration::from_secs(120)).await?;
@@ -358,7 +358,12 @@ async fn orphans(env: &mut Env) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protected_fleet_kept_without_the_admission_policy() -> Result<()> {
-    let Some(mut env) = Env::start("no-policy").await? else {
+    let Some(mut env) = Env::start_with(
+        "no-policy",
+        EnvOptions::alone("deletes the fleet-protection admission binding every test relies on"),
+    )
+    .await?
+    else {
         return Ok(());
     };
     let r = no_policy(&mut env).await;
@@ -407,10 +412,10 @@ async fn restore_binding(env: &Env) -> Result<()> {
 
 async fn no_policy(env: &mut Env) -> Result<()> {
     // Protection left at its default (on).
-    let f = FleetFile::persistent(&env.ns, "prot", MEMBERS);
+    let f = env.persistent(&env.ns, "prot", MEMBERS);
     env.apply_fleet(&f.yaml()).await?;
     // A second protected fleet, its CelldFleet only: proves the binding is back at the end.
-    let keep = load_fleet(&FleetFile::persistent(&env.ns, "keep", MEMBERS).yaml())?;
+    let keep = load_fleet(&env.persistent(&env.ns, "keep", MEMBERS).yaml())?;
     let keep_obj = rendered_objects(&keep)?
         .into_iter()
         .find(|o| o["kind"] == "CelldFleet")
@@ -592,7 +597,7 @@ async fn status_text(env: &Env, fleet: &str) -> Result<String> {
 }
 
 async fn held_pod(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "hold", 3);
+    let f = env.persistent(&env.ns, "hold", 3);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
@@ -817,13 +822,25 @@ fn logged_requests(log: &str) -> Vec<LoggedRequest> {
 }
 
 async fn fresh_cost(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "cost", 3);
+    let f = env.persistent(&env.ns, "cost", 3);
     env.apply_fleet(&f.yaml()).await?;
     let h = env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
     wait_condition(env, "cost", "Ready", "True", None, Duration::from_secs(60)).await?;
-    // Let the status settle (the members' application view).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Let the status settle (the members' application view): its patch is not part of
+    // the handoff measured below.
+    wait_for(
+        "cost's status.application converged, 3 members observed",
+        Duration::from_secs(30),
+        || async {
+            let st = env.api::<CelldFleet>().get("cost").await?.status;
+            Ok(st
+                .and_then(|s| s.application)
+                .filter(|a| a.converged == "True" && a.observed_members == 3)
+                .map(|_| ()))
+        },
+    )
+    .await?;
     let before = claims(env).await?;
     let m0 = env.h(h).metrics_text().await?;
     let t0 = Timestamp::now();

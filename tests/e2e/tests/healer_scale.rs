@@ -155,7 +155,7 @@ async fn steady_state_requests_and_memory() -> Result<()> {
         nodes_per_zone: 2.max(
             pods_per_zone.div_ceil(DEFAULT_NODE_PODS) + burst.max(floor).div_ceil(zones) as u32 + 1,
         ),
-        ..EnvOptions::default()
+        ..EnvOptions::alone("measures the healer's CPU, memory, requests and latency")
     };
     if !opts.kubesim_args.iter().any(|a| a.starts_with("--stubs")) {
         opts.kubesim_args.extend(["--stubs".into(), stubs]);
@@ -196,7 +196,7 @@ async fn scale(
     let largest = counts.last().copied().unwrap_or(0);
     for &n in counts {
         let more: Vec<FleetFile> = (fleets.len()..n)
-            .map(|i| FleetFile::persistent(&env.ns, &format!("f{i:04}"), 3))
+            .map(|i| env.persistent(&env.ns, &format!("f{i:04}"), 3))
             .collect();
         apply_all(env, &more).await?;
         let added = more.len();
@@ -1020,7 +1020,7 @@ async fn heal_while_growing(
     // large run is not cut short; the wait for the healer's force delete is not.
     let stretch = 1 + (fleets.len() + growing) as u32 / 200;
     let more: Vec<FleetFile> = (0..growing)
-        .map(|i| FleetFile::persistent(&env.ns, &format!("g{i:04}"), 3))
+        .map(|i| env.persistent(&env.ns, &format!("g{i:04}"), 3))
         .collect();
     let pods: Api<Pod> = env.api();
     let t0 = Instant::now();

@@ -104,7 +104,7 @@ async fn scenario(env: &mut Env) -> Result<()> {
     // Six Bucket fleets, at least two on each of the two shards.
     let files: Vec<FleetFile> = loop {
         let f: Vec<FleetFile> = (0..6)
-            .map(|i| FleetFile::bucket(&env.ns, &format!("f{i}"), 3).protection(false))
+            .map(|i| env.bucket(&env.ns, &format!("f{i}"), 3).protection(false))
             .collect();
         let on0 = f.iter().filter(|f| Shard::of(&f.identity, 2) == 0).count();
         if (2..=4).contains(&on0) {

@@ -27,7 +27,13 @@ use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_install_option_starts_a_ready_healer() -> Result<()> {
-    let Some(mut env) = Env::start("install_matrix").await? else {
+    let Some(mut env) = Env::start_with(
+        "install_matrix",
+        // Most cases render healers that serve every namespace, on the shared lease.
+        EnvOptions::alone("runs healers with install args that serve every namespace"),
+    )
+    .await?
+    else {
         return Ok(());
     };
     let mut cluster_scoped = Vec::new();

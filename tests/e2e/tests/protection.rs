@@ -67,7 +67,7 @@ async fn crd_bounds_members_on_scale_and_patch() -> Result<()> {
 }
 
 async fn bounds(env: &Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "alpha", 3);
+    let f = env.persistent(&env.ns, "alpha", 3);
     env.apply_fleet(&f.yaml()).await?;
     let fleets = env.api::<CelldFleet>();
     let max = celld_gen::api::defaults::MAX_MEMBERS;
@@ -161,8 +161,8 @@ async fn protected_fleet_deletion_is_refused_until_protection_is_off() -> Result
 async fn fleet_deletion(env: &Env) -> Result<()> {
     let fleets = env.api::<CelldFleet>();
     // Absent means protected; `true` is the same.
-    let implicit = FleetFile::bucket(&env.ns, "implicit", 3);
-    let explicit = FleetFile::bucket(&env.ns, "explicit", 3).protection(true);
+    let implicit = env.bucket(&env.ns, "implicit", 3);
+    let explicit = env.bucket(&env.ns, "explicit", 3).protection(true);
     env.apply_fleet(&implicit.yaml()).await?;
     env.apply_fleet(&explicit.yaml()).await?;
     wait_policies_enforced(env, "implicit").await?;
@@ -242,7 +242,7 @@ async fn namespace_deletion_keeps_every_disk() -> Result<()> {
 }
 
 async fn namespace_deletion(env: &Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "vault", 3);
+    let f = env.persistent(&env.ns, "vault", 3);
     env.apply_fleet(&f.yaml()).await?;
     // No healer here: three members by hand, as a human with kubectl would.
     env.api::<StatefulSet>()
@@ -411,7 +411,7 @@ async fn namespace_deletion_with_protection_off_lets_the_healer_delete_in_order(
 /// off on the fleet, no claim marked by hand. The namespace controller's next attempt
 /// deletes the fleet, and the healer deletes its disks (its ServiceAccount is exempt).
 async fn namespace_release(env: &mut Env) -> Result<()> {
-    let f = FleetFile::persistent(&env.ns, "vault", 3);
+    let f = env.persistent(&env.ns, "vault", 3);
     env.apply_fleet(&f.yaml()).await?;
     env.healer(env.healer_options())?;
     wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;

@@ -212,6 +212,7 @@ pub fn persistent_volume(
     class: &StorageClass,
     zone: &str,
     provisioner: &str,
+    node_prefix: &str,
     data_dir: &str,
 ) -> Option<PersistentVolume> {
     let name = pv_name(claim)?;
@@ -238,7 +239,7 @@ pub fn persistent_volume(
         "metadata": {
             "name": name,
             "annotations": { PROVISIONED_BY_ANNOTATION: provisioner },
-            "labels": { ZONE_LABEL: zone },
+            "labels": { ZONE_LABEL: zone, SIM_NODE_LABEL: node_prefix },
         },
         "spec": {
             "capacity": {"storage": storage},

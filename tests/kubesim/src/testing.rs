@@ -9,8 +9,8 @@
 //! # async fn t() -> anyhow::Result<()> {
 //! use kubesim::testing::*;
 //! let Some(cluster) = e2e_cluster("my_test").await else { return Ok(()) };
-//! let _lock = cluster.lock()?;                    // one e2e test at a time per cluster
-//! let sim = KubeSim::spawn(&cluster, KubeSimOptions::default()).await?;
+//! let lock = cluster.lock("my_test", Sharing::Shared)?; // a slot of its own
+//! let sim = KubeSim::spawn(&cluster, KubeSimOptions::for_slot(&lock.slot)).await?;
 //! let state = sim.control.state().await?;
 //! # Ok(()) }
 //! ```
@@ -59,40 +59,158 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Serializes e2e tests that share this cluster (across test binaries and processes;
-    /// a file lock per kubeconfig in the temp dir): kubesim's node names are fixed, so two
-    /// kubesims on one cluster would fight. Hold the guard for the whole test.
-    pub fn lock(&self) -> Result<ClusterLock> {
-        // One lock per cluster (kubeconfig path): independent clusters don't serialize.
+    /// Takes this test's share of the cluster and a [`Slot`] of its own: hold the guard
+    /// for the whole test.
+    ///
+    /// Most tests share the cluster: each has its own slot (node names, loopback ranges,
+    /// zones) and its own namespaces, so several run at once. A test that cannot share
+    /// (it stops a control-plane component, changes what every test relies on, or
+    /// measures cost) passes [`Sharing::Alone`] with the reason; it waits until the
+    /// tests running now finish, and tests that start later wait for it. The lock is fair
+    /// to a waiting alone test: once it waits, no new test starts before it.
+    ///
+    /// File locks in the temp dir, one set per cluster (kubeconfig path), so they work
+    /// across test binaries and processes, and independent clusters don't serialize.
+    pub fn lock(&self, test: &str, sharing: Sharing) -> Result<ClusterLock> {
         let key =
             std::fs::canonicalize(&self.kubeconfig).unwrap_or_else(|_| self.kubeconfig.clone());
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in key.to_string_lossy().bytes() {
             h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
-        let path = std::env::temp_dir().join(format!("celld-fleet-e2e-{h:016x}.lock"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        // SAFETY: flock on a file descriptor we own; blocks until the lock is ours.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            bail!(
-                "flock {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            );
+        let base = std::env::temp_dir().join(format!("celld-fleet-e2e-{h:016x}"));
+        // A group is taken first, so that a test waiting for its group holds nothing an
+        // alone test waits for.
+        let group = match sharing {
+            Sharing::Group(name) => {
+                let f = lock_file(&base.with_extension(format!("group-{name}")))?;
+                flock(&f, libc::LOCK_EX)?;
+                Some(f)
+            }
+            _ => None,
+        };
+        // A waiting alone test holds the gate, so tests that come after it queue behind
+        // it instead of overtaking it through the shared lock forever.
+        let gate = lock_file(&base.with_extension("gate"))?;
+        flock(&gate, libc::LOCK_EX)?;
+        let main = lock_file(&base.with_extension("lock"))?;
+        match sharing {
+            Sharing::Shared | Sharing::Group(_) => flock(&main, libc::LOCK_SH)?,
+            Sharing::Alone(why) => {
+                flock(&main, libc::LOCK_EX)?;
+                // The runner (scripts/run-tests.py) reads this to start alone tests
+                // first next time.
+                eprintln!("{ALONE_MARKER} {test}: {why}");
+            }
         }
-        Ok(ClusterLock { _file: file })
+        drop(gate);
+        let slot = Slot::take()?;
+        Ok(ClusterLock {
+            _main: main,
+            _group: group,
+            slot,
+        })
     }
+}
+
+/// Printed by a test that holds the cluster alone.
+pub const ALONE_MARKER: &str = "[e2e-lock] alone:";
+
+/// How a test uses the shared cluster ([`Cluster::lock`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// Beside other tests, each in its own slot and namespaces.
+    Shared,
+    /// Beside other tests, but one at a time among the tests of the named group: they
+    /// use the same fixed names (the golden examples' namespaces and reservations).
+    Group(&'static str),
+    /// No other test on the cluster meanwhile; the reason is printed.
+    Alone(&'static str),
 }
 
 /// Held while a test uses the cluster; released on drop.
 pub struct ClusterLock {
+    _main: std::fs::File,
+    _group: Option<std::fs::File>,
+    /// The test's own names and address ranges.
+    pub slot: Slot,
+}
+
+/// What keeps tests that run at once apart: a small number, unique on this machine while
+/// held, from which a test's kubesim takes its node names, loopback ranges and zones.
+/// Machine-wide (not per cluster): two clusters on one machine share the loopback.
+pub struct Slot {
+    /// 0..[`Slot::COUNT`].
+    pub index: u8,
     _file: std::fs::File,
+}
+
+impl Slot {
+    /// Slots on one machine: more tests than this at once wait for one.
+    pub const COUNT: u8 = 32;
+
+    /// The first free slot; waits (polling) while all are taken.
+    pub fn take() -> Result<Slot> {
+        loop {
+            for index in 0..Slot::COUNT {
+                let path = std::env::temp_dir().join(format!("celld-fleet-e2e-slot-{index}.lock"));
+                let file = lock_file(&path)?;
+                // SAFETY: flock on a file descriptor we own.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                    return Ok(Slot { index, _file: file });
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Node names start with this (`s<index>`); kubesim labels its Nodes with it.
+    pub fn node_prefix(&self) -> String {
+        format!("s{}", self.index)
+    }
+
+    /// The region of this slot's zones: `us-west-<index + 1>` (never kubesim's default
+    /// `us-east-1`, so nodes of a kubesim started with the defaults never share a zone
+    /// with a slot's).
+    pub fn region(&self) -> String {
+        format!("us-west-{}", u32::from(self.index) + 1)
+    }
+
+    /// Three zones of [`Slot::region`], named like AWS zones (`us-west-1a`): Pods of a
+    /// fleet placed in them can only land on this slot's nodes, and the node lifecycle
+    /// controller judges each slot's zones apart (its disruption modes and eviction rate
+    /// are per zone).
+    pub fn zones(&self) -> [String; 3] {
+        let r = self.region();
+        [format!("{r}a"), format!("{r}b"), format!("{r}c")]
+    }
+
+    /// Loopback range of this slot's node IPs: `127.19.<index>.0/24`.
+    pub fn node_cidr(&self) -> String {
+        format!("127.19.{}.0/24", self.index)
+    }
+
+    /// Loopback range of this slot's Pod IPs: `127.<20 + index>.0.0/16`.
+    pub fn pod_cidr(&self) -> String {
+        format!("127.{}.0.0/16", 20 + u32::from(self.index))
+    }
+}
+
+fn lock_file(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))
+}
+
+fn flock(file: &std::fs::File, op: i32) -> Result<()> {
+    // SAFETY: flock on a file descriptor we own; blocks until the lock is ours.
+    if unsafe { libc::flock(file.as_raw_fd(), op) } != 0 {
+        bail!("flock: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A kube client for a kubeconfig file.
@@ -238,6 +356,11 @@ pub struct KubeSimOptions {
     pub nodes_per_zone: u32,
     /// Node names are `<node_prefix>-<zone>-<i>`.
     pub node_prefix: String,
+    /// The nodes' region label.
+    pub region: String,
+    /// Loopback ranges of node and Pod IPs.
+    pub node_cidr: String,
+    pub pod_cidr: String,
     pub lease_seconds: u64,
     pub crash_backoff_seconds: u64,
     pub extra_args: Vec<String>,
@@ -259,12 +382,31 @@ impl Default for KubeSimOptions {
             ],
             nodes_per_zone: 2,
             node_prefix: "sim".into(),
+            region: "us-east-1".into(),
+            node_cidr: "127.19.0.0/24".into(),
+            pod_cidr: "127.20.0.0/16".into(),
             lease_seconds: 2,
             crash_backoff_seconds: 3,
             extra_args: Vec::new(),
             kubesim_bin: None,
             stub_bin: None,
             ready_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl KubeSimOptions {
+    /// The defaults, with the names and ranges of `slot` ([`Slot`]): what a test that
+    /// shares the cluster runs.
+    pub fn for_slot(slot: &Slot) -> Self {
+        let prefix = slot.node_prefix();
+        Self {
+            zones: slot.zones().to_vec(),
+            node_prefix: prefix,
+            region: slot.region(),
+            node_cidr: slot.node_cidr(),
+            pod_cidr: slot.pod_cidr(),
+            ..Self::default()
         }
     }
 }
@@ -276,6 +418,8 @@ pub struct KubeSim {
     pub dir: PathBuf,
     pub log: PathBuf,
     pub node_names: Vec<String>,
+    /// Its zones.
+    pub zones: Vec<String>,
 }
 
 impl KubeSim {
@@ -307,6 +451,12 @@ impl KubeSim {
             .arg(opts.nodes_per_zone.to_string())
             .arg("--node-prefix")
             .arg(&opts.node_prefix)
+            .arg("--region")
+            .arg(&opts.region)
+            .arg("--node-cidr")
+            .arg(&opts.node_cidr)
+            .arg("--pod-cidr")
+            .arg(&opts.pod_cidr)
             .arg("--lease-seconds")
             .arg(opts.lease_seconds.to_string())
             .arg("--crash-backoff-seconds")
@@ -352,6 +502,7 @@ impl KubeSim {
                     (0..opts.nodes_per_zone).map(move |i| crate::objects::node_name(prefix, z, i))
                 })
                 .collect(),
+            zones: opts.zones.clone(),
         };
         let addr = wait_for("kubesim control address", Duration::from_secs(30), || {
             let exited = sim.exited();

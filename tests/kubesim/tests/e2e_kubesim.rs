@@ -20,14 +20,14 @@ use kubesim::control::FaultKind;
 use kubesim::http::HttpClient;
 use kubesim::objects::{PROVISIONED_BY_ANNOTATION, ZONE_LABEL, pv_zone};
 use kubesim::testing::{
-    Cluster, KubeSim, KubeSimOptions, create_namespace, delete_namespace, e2e_cluster, pod_ready,
-    unique_name, wait_for,
+    Cluster, KubeSim, KubeSimOptions, Sharing, create_namespace, delete_namespace, e2e_cluster,
+    pod_ready, unique_name, wait_for,
 };
 
 const PROVISIONER: &str = "kubesim.celld.dev/disk";
 const GRACE_S: i64 = 5;
 
-fn statefulset(ns: &str, class: &str) -> Result<StatefulSet> {
+fn statefulset(ns: &str, class: &str, zones: &[String]) -> Result<StatefulSet> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -42,6 +42,12 @@ fn statefulset(ns: &str, class: &str) -> Result<StatefulSet> {
                 "spec": {
                     "terminationGracePeriodSeconds": GRACE_S,
                     "automountServiceAccountToken": false,
+                    // The test's own zones: other tests' nodes share the cluster.
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": ZONE_LABEL, "operator": "In", "values": zones},
+                        ]}],
+                    }}},
                     "topologySpreadConstraints": [{
                         "maxSkew": 1,
                         "topologyKey": ZONE_LABEL,
@@ -151,14 +157,14 @@ async fn run(test: &str, stubs: &str) -> Result<()> {
     let Some(cluster) = e2e_cluster(test).await else {
         return Ok(());
     };
-    let _lock = cluster.lock()?;
+    let lock = tokio::task::block_in_place(|| cluster.lock(test, Sharing::Shared))?;
     let sim = KubeSim::spawn(
         &cluster,
         KubeSimOptions {
             kubesim_bin: Some(env!("CARGO_BIN_EXE_kubesim").into()),
             stub_bin: Some(env!("CARGO_BIN_EXE_celld-stub").into()),
             extra_args: vec!["--stubs".into(), stubs.into()],
-            ..KubeSimOptions::default()
+            ..KubeSimOptions::for_slot(&lock.slot)
         },
     )
     .await?;
@@ -265,7 +271,7 @@ async fn scenario(
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let http = HttpClient::new();
     Api::<StatefulSet>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &statefulset(ns, class)?)
+        .create(&PostParams::default(), &statefulset(ns, class, &sim.zones)?)
         .await?;
 
     // 1. Three members Ready, one per zone, each on a disk pinned to its zone.

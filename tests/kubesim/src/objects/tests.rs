@@ -130,9 +130,12 @@ fn pv_is_pinned_to_the_zone_and_prebound_to_the_claim() {
         &class("WaitForFirstConsumer"),
         "us-east-1c",
         P,
+        "s3",
         "/tmp/kubesim/volumes/",
     )
     .expect("pv");
+    // Labelled with its kubesim's node prefix: only that kubesim reclaims it.
+    assert_eq!(pv.metadata.labels.as_ref().unwrap()[SIM_NODE_LABEL], "s3");
     assert_eq!(pv.metadata.name.as_deref(), Some("pvc-1234-abcd"));
     assert_eq!(
         pv.metadata.annotations.as_ref().unwrap()[PROVISIONED_BY_ANNOTATION],
@@ -181,7 +184,7 @@ fn only_our_released_delete_volumes_are_reclaimed() {
     let c = claim(&[]);
     let mut sc = class("WaitForFirstConsumer");
     sc.reclaim_policy = Some("Delete".into());
-    let mut pv = persistent_volume(&c, &sc, "z", P, "/d").unwrap();
+    let mut pv = persistent_volume(&c, &sc, "z", P, "sim", "/d").unwrap();
     assert!(!pv_reclaimable(&pv, P), "no phase yet");
     pv.status = Some(serde_json::from_value(json!({"phase": "Bound"})).unwrap());
     assert!(!pv_reclaimable(&pv, P));

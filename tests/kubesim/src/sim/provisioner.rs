@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 
 use super::Sim;
-use crate::objects::{self, ZONE_LABEL};
+use crate::objects::{self, SIM_NODE_LABEL, ZONE_LABEL};
 
 pub(crate) async fn run(sim: Arc<Sim>) {
     let mut creating: HashSet<String> = HashSet::new();
@@ -24,17 +24,32 @@ pub(crate) async fn run(sim: Arc<Sim>) {
     }
 }
 
-struct NodeGone;
+enum NotHere {
+    /// The selected node does not exist.
+    Gone,
+    /// It is another kubesim's node (another test sharing the cluster): that kubesim
+    /// provisions the claim.
+    Theirs,
+}
 
 /// Zone of a node: ours from the configuration, others from their label.
-async fn zone_of(sim: &Sim, node: &str) -> Result<Option<String>, NodeGone> {
+async fn zone_of(sim: &Sim, node: &str) -> Result<Option<String>, NotHere> {
     if let Some(n) = sim.node(node) {
         return Ok(Some(n.spec.zone.clone()));
     }
     let api: Api<Node> = Api::all(sim.client.clone());
     match api.get_opt(node).await {
-        Ok(Some(n)) => Ok(n.metadata.labels.and_then(|l| l.get(ZONE_LABEL).cloned())),
-        Ok(None) => Err(NodeGone),
+        Ok(Some(n)) => {
+            let labels = n.metadata.labels.unwrap_or_default();
+            if labels
+                .get(SIM_NODE_LABEL)
+                .is_some_and(|p| *p != sim.cfg.node_prefix)
+            {
+                return Err(NotHere::Theirs);
+            }
+            Ok(labels.get(ZONE_LABEL).cloned())
+        }
+        Ok(None) => Err(NotHere::Gone),
         Err(e) => {
             tracing::warn!(node, error = %e, "reading node");
             Ok(None)
@@ -91,7 +106,8 @@ async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
                 tracing::warn!(claim = %key, node = %selected, "selected node has no zone label; not provisioning");
                 continue;
             }
-            Err(NodeGone) => {
+            Err(NotHere::Theirs) => continue,
+            Err(NotHere::Gone) => {
                 // As the CSI external-provisioner does: hand the claim back to the
                 // scheduler by removing the annotation, so it picks a node that exists.
                 tracing::warn!(claim = %key, node = %selected, "selected node does not exist; asking the scheduler to reschedule");
@@ -106,6 +122,7 @@ async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
             &class,
             &zone,
             provisioner,
+            &sim.cfg.node_prefix,
             &data_dir.to_string_lossy(),
         ) else {
             tracing::warn!(claim = %key, "cannot build a PV for this claim");
@@ -141,7 +158,15 @@ async fn provision(sim: &Sim, creating: &mut HashSet<String>) {
 async fn reclaim(sim: &Sim, deleting: &mut HashSet<String>) {
     let api: Api<PersistentVolume> = Api::all(sim.client.clone());
     for pv in sim.volumes.state() {
-        if !objects::pv_reclaimable(&pv, &sim.cfg.provisioner) {
+        // Only the volumes this kubesim's prefix made: another test's kubesim reclaims
+        // its own, and counts them.
+        let ours = pv
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SIM_NODE_LABEL))
+            .is_some_and(|p| *p == sim.cfg.node_prefix);
+        if !ours || !objects::pv_reclaimable(&pv, &sim.cfg.provisioner) {
             continue;
         }
         let name = pv.metadata.name.clone().unwrap_or_default();
