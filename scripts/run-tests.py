@@ -77,8 +77,12 @@ def now() -> str:
     return time.strftime("%H:%M:%S")
 
 
+PRINT = threading.Lock()
+
+
 def say(msg: str) -> None:
-    print(f"[tests {now()}] {msg}", flush=True)
+    with PRINT:
+        print(f"[tests {now()}] {msg}", flush=True)
 
 
 def build(cargo_args: list[str]) -> list[Binary]:

@@ -97,6 +97,34 @@ async fn all_ready(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result
     .await
 }
 
+/// Waits until the healer is quiet: its reconciles, and its requests other than the
+/// lease's and the watches' (all the steady minute allows), unchanged for `quiet`.
+async fn wait_quiet(env: &Env, h: usize, quiet: Duration, timeout: Duration) -> Result<()> {
+    let activity = |m: &str| {
+        let requests: f64 = api_requests(m)
+            .iter()
+            .filter(|((verb, res), _)| verb != "watch" && res != "leases")
+            .map(|(_, n)| n)
+            .sum();
+        (sum_metric(m, "celld_healer_reconciles_total"), requests)
+    };
+    let t0 = Instant::now();
+    let mut last = activity(&env.h(h).metrics_text().await?);
+    let mut since = Instant::now();
+    while since.elapsed() < quiet {
+        ensure!(
+            t0.elapsed() < timeout,
+            "the healer not quiet for {quiet:?} within {timeout:?}: (reconciles, requests) {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = activity(&env.h(h).metrics_text().await?);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    Ok(())
+}
+
 /// The fleet counts to measure, ascending.
 fn counts() -> Result<Vec<usize>> {
     let text = std::env::var("CELLD_SCALE_FLEETS").unwrap_or_else(|_| "20,50".into());
@@ -209,7 +237,14 @@ async fn scale(
         all_ready(env, &fleets, Duration::from_secs(240.max(3 * added as u64))).await?;
         let ready = t0.elapsed();
         eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        // The statuses settle before the steady minute: the healer quiet for 3 s.
+        wait_quiet(
+            env,
+            h,
+            Duration::from_secs(3),
+            Duration::from_secs(120.max(n as u64 / 4)),
+        )
+        .await?;
         steady_minute(env, h, n, ready).await?;
         if n == largest {
             h = restart(env, h, n).await?;
@@ -1031,8 +1066,14 @@ async fn heal_while_growing(
         anyhow::Ok(t0.elapsed())
     };
     let heal = async {
-        // Let the growth get going first.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Let the growth get going first: the first growing fleet has a member Pod.
+        let first = more.first().context("a growing fleet")?;
+        wait_for(
+            &format!("{} growing", first.name),
+            Duration::from_secs(60) * stretch,
+            || async { Ok((!member_pods(env, &first.identity).await?.is_empty()).then_some(())) },
+        )
+        .await?;
         let pod = pods.get(&victim).await?;
         let node = node_of(&pod);
         let old_uid = pod.metadata.uid.clone();

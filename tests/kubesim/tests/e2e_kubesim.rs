@@ -136,6 +136,26 @@ async fn wait_ready(pods: &Api<Pod>, name: &str, timeout: Duration) -> Result<Po
     .await
 }
 
+/// The API server's clock as it stamps objects (whole seconds, truncated): the
+/// creationTimestamp of a ConfigMap created in `ns` with server-side dry run (nothing
+/// is stored).
+async fn server_now(client: &Client, ns: &str) -> Result<k8s_openapi::jiff::Timestamp> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "kubesim-e2e-clock-"}}))?;
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&pp, &cm)
+        .await?
+        .metadata
+        .creation_timestamp
+        .map(|t| t.0)
+        .context("a dry-run create without creationTimestamp")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()> {
     run(
@@ -557,7 +577,20 @@ async fn scenario(
     let m0 = pods.get("m-0").await?;
     let m0_uid = m0.metadata.uid.clone().unwrap_or_default();
     pods.delete("m-0", &DeleteParams::default()).await?;
-    tokio::time::sleep(Duration::from_secs(GRACE_S as u64 + 10)).await;
+    // Its deletionTimestamp is the deletion plus the grace: wait until the API server's
+    // clock is 10 s past it.
+    let grace_end = get_pod(&pods, "m-0")
+        .await?
+        .and_then(|p| p.metadata.deletion_timestamp)
+        .context("m-0 not terminating right after its delete")?
+        .0;
+    let past = grace_end + k8s_openapi::jiff::SignedDuration::from_secs(10);
+    wait_for(
+        &format!("the API server's clock at {past}"),
+        Duration::from_secs(GRACE_S as u64 + 60),
+        || async { Ok((server_now(client, ns).await? >= past).then_some(())) },
+    )
+    .await?;
     let still = get_pod(&pods, "m-0")
         .await?
         .context("m-0 vanished while its node is down")?;
@@ -570,8 +603,7 @@ async fn scenario(
         "m-0 not terminating"
     );
     eprintln!(
-        "node loss: m-0 still Terminating {}s after deletion (grace {GRACE_S}s)",
-        GRACE_S + 10
+        "node loss: m-0 still Terminating 10s past its deletionTimestamp {grace_end} (grace {GRACE_S}s)"
     );
 
     // 6. Lost volume: delete m-1's PV; the PV controller marks the claim Lost.
