@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,8 @@ PER_TEST_PACKAGES = {"celld-e2e"}
 PER_TEST_TARGETS = {("kubesim", "e2e_kubesim")}
 # A job printing this line holds the cluster alone (kubesim::testing::ALONE_MARKER).
 ALONE_MARKER = "[e2e-lock] alone:"
+# How a test says in code that it must be alone (tests/e2e/src/env.rs, kubesim::testing).
+ALONE_IN_CODE = re.compile(r"EnvOptions::alone\(|Sharing::Alone\(")
 
 
 def cache_dir() -> Path:
@@ -66,6 +69,8 @@ class Job:
     args: list[str]
     expected: float = 0.0
     alone: bool = False
+    # Uses the cluster (a per-test job of an end-to-end crate).
+    cluster: bool = False
     status: str = "pending"
     seconds: float = 0.0
     log: Path | None = None
@@ -162,8 +167,13 @@ def plan(bins: list[Binary], filt: str | None, history: dict) -> list[Job]:
         if b.kind == "bin":
             label = f"{b.package}/bin-{b.target}"
         if b.package in PER_TEST_PACKAGES or (b.package, b.target) in PER_TEST_TARGETS:
+            alone = alone_in_source(Path(b.manifest_dir) / "tests" / f"{b.target}.rs")
             for t in tests:
-                jobs.append(Job(f"{label}::{t}", b, [t, "--exact"], tests=1))
+                # Its output whole in its log (one test: nothing interleaves), with the
+                # lock's line that says it held the cluster alone.
+                j = Job(f"{label}::{t}", b, [t, "--exact", "--nocapture"], tests=1, cluster=True)
+                j.alone = t in alone
+                jobs.append(j)
         else:
             jobs.append(Job(label, b, [], tests=len(tests)))
     if filt:
@@ -171,11 +181,26 @@ def plan(bins: list[Binary], filt: str | None, history: dict) -> list[Job]:
     for j in jobs:
         h = history.get(j.name, {})
         j.expected = float(h.get("seconds", 0.0))
-        j.alone = bool(h.get("alone", False))
-    # Jobs that hold the cluster alone first (nothing to drain yet), then the longest
-    # first: the pool ends with short jobs, so it finishes nearly together.
-    jobs.sort(key=lambda j: (not j.alone, -j.expected, j.name))
+        j.alone = j.alone or bool(h.get("alone", False))
+    # The jobs that hold the cluster alone first, one after another (none has to wait
+    # for running tests to drain), with the jobs that need no cluster beside them; then
+    # the rest, longest first, so that the pool ends with short jobs.
+    jobs.sort(key=lambda j: (not j.alone, j.cluster, -j.expected, j.name))
     return jobs
+
+
+def alone_in_source(path: Path) -> set[str]:
+    """The tests of an end-to-end file that say in code they must be alone."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return set()
+    out = set()
+    # Each test function's body: from `fn name()` to the first line that closes it.
+    for m in re.finditer(r"\nasync fn (\w+)\(\)[^{]*\{(.*?)\n\}", text, re.S):
+        if ALONE_IN_CODE.search(m.group(2)):
+            out.add(m.group(1))
+    return out
 
 
 def run_job(j: Job, logs: Path) -> None:
@@ -286,14 +311,31 @@ def main() -> int:
                 return f"{file}: {file.read_text().strip()}"
         return None
 
+    def pick() -> Job | None:
+        """The next job to start (under the lock): a job holding the cluster alone only
+        when no other cluster job runs, and no other cluster job while one is left; jobs
+        that need no cluster at any time."""
+        ready = [p for p in pending if gate_of(p) is None]
+        # An alone job still waiting for its build does not hold the others back: it
+        # runs when its build is done, after the tests running then.
+        alone_left = any(p.alone for p in ready) or any(r.alone for r in running)
+        for p in ready:
+            if not p.cluster:
+                return p
+            if p.alone and not any(r.cluster for r in running):
+                return p
+            if not p.alone and not alone_left:
+                return p
+        return None
+
     def worker() -> None:
         while True:
             with lock:
                 if not pending:
                     return
-                j = next((p for p in pending if gate_of(p) is None), None)
+                j = pick()
                 if j is None:
-                    # Only gated jobs are left: wait for a build to end.
+                    # Waiting for a build to end, or for the cluster to be free.
                     lock.wait(timeout=2)
                     continue
                 pending.remove(j)
@@ -315,6 +357,7 @@ def main() -> int:
             with lock:
                 running.remove(j)
                 left = len(pending) + len(running)
+                lock.notify_all()
             say(f"{j.status} {j.seconds:6.1f}s {j.name} ({left} left)")
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(jobs_n)]
