@@ -72,13 +72,13 @@ finish() {
 table() {
   local f total=$((SECONDS - T0))
   printf '\n==> step times (wall clock; background steps overlap the others)\n'
-  printf '%-66s %8s  %-7s %s\n' step seconds "starts" result
+  printf '%-92s %8s  %-7s %s\n' step seconds "starts" result
   for f in "$STEPS"/*.time; do
     [[ -f $f ]] || continue
     IFS=$'\t' read -r name secs result start <"$f"
-    printf '%-66s %8s  +%-6s %s\n' "$name" "${secs:--}" "$start" "$result"
+    printf '%-92s %8s  +%-6s %s\n' "$name" "${secs:--}" "$start" "$result"
   done
-  printf '%-66s %8s\n' "total" "$total"
+  printf '%-92s %8s\n' "total" "$total"
 }
 
 CLUSTER_STARTED=0

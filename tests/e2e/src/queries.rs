@@ -7,10 +7,10 @@ use anyhow::{Context, Result, ensure};
 use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::IDENTITY;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event as KEvent;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -204,24 +204,10 @@ pub async fn claims(env: &Env) -> Result<BTreeMap<String, (String, String, bool)
         .collect())
 }
 
-/// The API server's clock as it stamps objects (whole seconds, truncated): the
-/// creationTimestamp it gives a ConfigMap created with server-side dry run (nothing is
-/// stored).
+/// The API server's clock as it stamps objects ([`kubesim::testing::server_now`] in the
+/// test's namespace).
 pub async fn server_now(env: &Env) -> Result<Timestamp> {
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"generateName": "celld-e2e-clock-"},
-    }))?;
-    let pp = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    env.api::<ConfigMap>()
-        .create(&pp, &cm)
-        .await?
-        .metadata
-        .creation_timestamp
-        .map(|t| t.0)
-        .context("a dry-run create without creationTimestamp")
+    kubesim::testing::server_now(&env.client, &env.ns).await
 }
 
 /// Waits until the API server's clock ([`server_now`]) reads `t` or later: every object

@@ -97,6 +97,33 @@ async fn all_ready(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result
     .await
 }
 
+/// Waits until every fleet's status shows its members' application view (converged, 3
+/// observed): the healer observes each fleet's members once per application interval, so
+/// a fleet Ready a moment ago may still get that first observation's status patch.
+async fn all_converged(env: &Env, fleets: &[FleetFile], timeout: Duration) -> Result<()> {
+    wait_for(
+        "every fleet's application view converged",
+        timeout,
+        || async {
+            let list = env
+                .api::<celld_gen::api::CelldFleet>()
+                .list(&Default::default())
+                .await?;
+            let converged = list
+                .iter()
+                .filter(|f| {
+                    f.status
+                        .as_ref()
+                        .and_then(|s| s.application.as_ref())
+                        .is_some_and(|a| a.converged == "True" && a.observed_members == 3)
+                })
+                .count();
+            Ok((converged == fleets.len()).then_some(()))
+        },
+    )
+    .await
+}
+
 /// Waits until the healer is quiet: its reconciles, and its requests other than the
 /// lease's and the watches' (all the steady minute allows), unchanged for `quiet`.
 async fn wait_quiet(env: &Env, h: usize, quiet: Duration, timeout: Duration) -> Result<()> {
@@ -237,7 +264,9 @@ async fn scale(
         all_ready(env, &fleets, Duration::from_secs(240.max(3 * added as u64))).await?;
         let ready = t0.elapsed();
         eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
-        // The statuses settle before the steady minute: the healer quiet for 3 s.
+        // The statuses settle before the steady minute: every application view reported,
+        // then the healer quiet for 3 s.
+        all_converged(env, &fleets, Duration::from_secs(120.max(n as u64 / 4))).await?;
         wait_quiet(
             env,
             h,

@@ -297,6 +297,27 @@ where
     }
 }
 
+/// The API server's clock as it stamps objects (whole seconds, truncated): the
+/// creationTimestamp it gives a ConfigMap created in `ns` with server-side dry run
+/// (nothing is stored). Tests wait on it where a rule compares API timestamps.
+pub async fn server_now(client: &Client, ns: &str) -> Result<k8s_openapi::jiff::Timestamp> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cm: ConfigMap = serde_json::from_value(
+        serde_json::json!({"metadata": {"generateName": "celld-e2e-clock-"}}),
+    )?;
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&pp, &cm)
+        .await?
+        .metadata
+        .creation_timestamp
+        .map(|t| t.0)
+        .context("a dry-run create without creationTimestamp")
+}
+
 /// A name unlikely to collide with an earlier run's: `<prefix>-<6 hex>`.
 pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:06x}", rand::random::<u32>() & 0xff_ffff)

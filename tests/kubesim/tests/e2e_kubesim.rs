@@ -136,26 +136,6 @@ async fn wait_ready(pods: &Api<Pod>, name: &str, timeout: Duration) -> Result<Po
     .await
 }
 
-/// The API server's clock as it stamps objects (whole seconds, truncated): the
-/// creationTimestamp of a ConfigMap created in `ns` with server-side dry run (nothing
-/// is stored).
-async fn server_now(client: &Client, ns: &str) -> Result<k8s_openapi::jiff::Timestamp> {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"generateName": "kubesim-e2e-clock-"}}))?;
-    let pp = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .create(&pp, &cm)
-        .await?
-        .metadata
-        .creation_timestamp
-        .map(|t| t.0)
-        .context("a dry-run create without creationTimestamp")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubesim_runs_zone_spread_statefulset_and_injects_faults() -> Result<()> {
     run(
@@ -588,7 +568,7 @@ async fn scenario(
     wait_for(
         &format!("the API server's clock at {past}"),
         Duration::from_secs(GRACE_S as u64 + 60),
-        || async { Ok((server_now(client, ns).await? >= past).then_some(())) },
+        || async { Ok((kubesim::testing::server_now(client, ns).await? >= past).then_some(())) },
     )
     .await?;
     let still = get_pod(&pods, "m-0")
