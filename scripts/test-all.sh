@@ -136,6 +136,13 @@ background gitops "Go: real Argo CD and Flux code for the GitOps tests (cached p
 background image "crane and the static (musl) celld-healer for the image test (crane cached per version)" \
   scripts/build-image.sh --build-only
 
+# The clock tests run the healer under libfaketime (Debian's package, fetched without
+# root into target/ when the system has none).
+faketime_env() { tests/faketime.sh >"$STEPS/faketime.env"; }
+step "libfaketime for the clock tests (Debian package)" faketime_env
+# shellcheck disable=SC1091
+. "$STEPS/faketime.env"
+
 step "starting the control plane on loopback (waits for readiness)" tests/controlplane/start.sh
 CLUSTER_STARTED=1
 # From here on an end-to-end test that cannot reach the cluster fails instead of

@@ -73,7 +73,9 @@ pub const ABSORB_WINDOW: DurationFlag = DurationFlag {
 pub const LOST_CLAIM_CONFIRMATION: DurationFlag = DurationFlag {
     name: "lost-claim-confirmation",
     default: "1m",
-    min: None,
+    // A restore or a storage glitch can show claims Lost for seconds before their
+    // volumes are back: a shorter window would replace disks that were never lost.
+    min: Some(Duration::from_secs(30)),
 };
 
 /// How often members are asked for their application view (0s: never).
@@ -98,8 +100,18 @@ pub const FRESH_DISK_AGE: DurationFlag = DurationFlag {
     min: None,
 };
 
+/// How far the healer's clock may be from the API server's before it holds every
+/// destructive write (rule T1).
+pub const MAX_CLOCK_SKEW: DurationFlag = DurationFlag {
+    name: "max-clock-skew",
+    default: "30s",
+    // The API server's `Date` has whole seconds: a tighter bound would hold writes on
+    // a healthy clock.
+    min: Some(Duration::from_secs(2)),
+};
+
 /// Every duration flag, for the tests that check defaults and bounds.
-pub const DURATION_FLAGS: [DurationFlag; 7] = [
+pub const DURATION_FLAGS: [DurationFlag; 8] = [
     MEMBER_REPLACEMENT_DELAY,
     FORCE_DELETE_MARGIN,
     ABSORB_WINDOW,
@@ -107,6 +119,7 @@ pub const DURATION_FLAGS: [DurationFlag; 7] = [
     APPLICATION_INTERVAL,
     LEASE_DURATION,
     FRESH_DISK_AGE,
+    MAX_CLOCK_SKEW,
 ];
 
 /// The namespaces served (comma-separated or repeated; none: every namespace).

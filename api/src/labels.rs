@@ -32,6 +32,10 @@ pub const CAPACITY_HISTORY: &str = "fleet.celld.dev/capacity-history";
 pub const DELETION_ALLOWED: &str = "fleet.celld.dev/deletion-allowed";
 /// Value of [`DELETION_ALLOWED`] that allows the deletion.
 pub const DELETION_ALLOWED_VALUE: &str = "true";
+/// CelldFleet annotation an operator sets to let the healer replace disks of several
+/// members Lost at once (rule R8): the uids of exactly those claims, comma-separated. A
+/// uid names one claim for ever, so a value left behind authorizes nothing later.
+pub const ACCEPT_DISK_LOSS: &str = "fleet.celld.dev/accept-disk-loss";
 /// Field manager the healer uses for every server-side apply.
 pub const HEALER_FIELD_MANAGER: &str = "celld-healer";
 /// Label every object rendered by the generator carries, for `kubectl get -l`.

@@ -30,6 +30,9 @@ pub struct Config {
     /// How long a claim must stay Lost before it gets a fresh disk (default 1 min);
     /// checked again on the fresh read that precedes the handoff.
     pub lost_confirmation: Span,
+    /// How far the healer's clock may be from the API server's before rule T1 holds
+    /// every destructive write (default 30 s).
+    pub max_clock_skew: Span,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
             absorb_window: default_span(flags::ABSORB_WINDOW),
             fresh_disk_age: default_span(flags::FRESH_DISK_AGE),
             lost_confirmation: default_span(flags::LOST_CLAIM_CONFIRMATION),
+            max_clock_skew: default_span(flags::MAX_CLOCK_SKEW),
         }
     }
 }

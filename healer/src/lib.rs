@@ -12,6 +12,7 @@
 
 pub mod application;
 pub mod capacity;
+pub mod clock;
 pub mod config;
 pub mod confirm;
 pub mod decide;

@@ -79,8 +79,6 @@ pub struct Inputs<'a> {
     /// The older fleet (`namespace/name`) that carries the same identity, if any: the
     /// runtime finds it among every fleet it serves.
     pub identity_conflict: Option<&'a str>,
-    /// Claim uid -> when the runtime first saw it Lost (without a break since).
-    pub lost_since: &'a BTreeMap<String, Timestamp>,
     /// Pod uid -> when a failed force delete may be tried again.
     pub force_delete_retry: &'a BTreeMap<String, Timestamp>,
     /// The reservation looked up for the fleet's bucket and prefix: `Some(None)` when
@@ -198,11 +196,9 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
                 .as_deref()
                 .is_some_and(|n| claim_ordinal(&fleet.name, n).is_some());
         if ours {
-            let mut c = claim(c)?;
-            if c.phase == ClaimPhase::Lost {
-                c.lost_since = i.lost_since.get(&c.uid).copied();
-            }
-            claims.push(c);
+            // `lost_since` and the Pods' `seen_since` are the runtime's own observation
+            // (`crate::clock::Observations`), filled after this.
+            claims.push(claim(c)?);
         }
     }
     // One order whatever the source (a cache's hash order, the API's name order), so the
@@ -218,6 +214,7 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
         capacity: i.capacity.clone(),
         // Not a Kubernetes object: the runtime adds the members' answers.
         application: None,
+        clock_skew: None,
     })
 }
 
@@ -253,6 +250,18 @@ fn fleet(f: &CelldFleet, invalid: &[String]) -> Result<Fleet, ObserveError> {
         deletion_protected: spec.deletion_protected(),
         identity_conflict: None,
         reservation: None,
+        accepted_disk_loss: m
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(celld_api::labels::ACCEPT_DISK_LOSS))
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
         invalid: invalid.to_vec(),
         has_finalizer: m
             .finalizers
@@ -472,6 +481,7 @@ fn pod(p: &KPod, rs_owner: &BTreeMap<&str, &OwnerReference>) -> Result<Pod, Obse
         record,
         force_deleted: m.deletion_grace_period_seconds == Some(0),
         force_delete_retry_at: None,
+        seen_since: None,
         other_finalizers: m
             .finalizers
             .iter()
@@ -591,7 +601,6 @@ mod tests {
             infrastructure: &Infrastructure::default(),
             capacity: &CapacitySignal::default(),
             identity_conflict: None,
-            lost_since: &BTreeMap::new(),
             force_delete_retry: &BTreeMap::new(),
             reservation: None,
         })

@@ -10,7 +10,7 @@
 use celld_api::{ApplicationStatus, CapacityMode, CelldFleetStatus, Profile};
 use serde::{Deserialize, Serialize};
 
-use crate::time::Timestamp;
+use crate::time::{Span, Timestamp};
 
 /// One fleet and everything of it the healer may act on.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +34,10 @@ pub struct Snapshot {
     /// (`--application-interval`); `None` keeps what the status had. Never gates any
     /// action (rule A4): `decide` only reports it.
     pub application: Option<ApplicationView>,
+    /// The healer's wall clock minus the API server's, as measured
+    /// ([`crate::clock::ServerClock::skew`]); `None` until measured. Rule T1 holds every
+    /// destructive write while it is unknown or beyond `--max-clock-skew`.
+    pub clock_skew: Option<Span>,
 }
 
 impl Snapshot {
@@ -110,6 +114,10 @@ pub struct Fleet {
     pub invalid: Vec<String>,
     /// The healer's fleet finalizer is present.
     pub has_finalizer: bool,
+    /// Claim uids an operator accepted the loss of (annotation
+    /// `fleet.celld.dev/accept-disk-loss`): rule R8 lets their disks be replaced while
+    /// several are Lost at once.
+    pub accepted_disk_loss: Vec<String>,
     /// spec.capacity with defaults applied; `None` means members are set by hand.
     pub capacity: Option<celld_api::defaults::CapacityPolicy>,
     /// The status currently stored, used only to keep transition times stable.
@@ -296,8 +304,13 @@ pub struct Pod {
     pub zone: Option<String>,
     /// status.phase.
     pub phase: PodPhase,
-    /// The Ready condition, if present.
+    /// The Ready condition, if present (its time is the kubelet's clock).
     pub ready: Option<Cond>,
+    /// Since when the healer has seen the Pod ready, or not ready, without a break, on
+    /// its own clock ([`crate::clock::Observations`]); `None`: not observed, which
+    /// counts as seen only now. Delays that justify a destructive write are timed with
+    /// this, never with the kubelet's timestamps.
+    pub seen_since: Option<Timestamp>,
     /// Set when the scheduler found no node for it.
     pub unschedulable: Option<Unschedulable>,
     /// A container or init container waiting on its image or configuration
@@ -398,8 +411,8 @@ pub struct Claim {
     pub deletion: Option<Timestamp>,
     /// status.phase.
     pub phase: ClaimPhase,
-    /// Since when the healer has seen the claim Lost without a break (the runtime
-    /// remembers its first observation; none when not Lost). A Lost claim gets a fresh
+    /// Since when the healer has seen the claim Lost without a break, on its own clock
+    /// ([`crate::clock::Observations`]; none when not Lost). A Lost claim gets a fresh
     /// disk only once it stayed Lost for the confirmation window: a backup restore, for
     /// example, can bring claims back before their volumes.
     pub lost_since: Option<Timestamp>,

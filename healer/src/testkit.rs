@@ -119,6 +119,7 @@ fn fleet_of(profile: Profile, sts: bool, n: i32) -> Snapshot {
             deleting: false,
             deletion_protected: false,
             identity_conflict: None,
+            accepted_disk_loss: Vec::new(),
             reservation: None,
             invalid: Vec::new(),
             has_finalizer: true,
@@ -131,6 +132,7 @@ fn fleet_of(profile: Profile, sts: bool, n: i32) -> Snapshot {
         infrastructure: Infrastructure::default(),
         capacity: CapacitySignal::default(),
         application: None,
+        clock_skew: Some(Span(0)),
     }
 }
 
@@ -169,6 +171,7 @@ pub fn member(o: u32, kind: WorkloadKind) -> Pod {
         force_deleted: false,
         other_finalizers: Vec::new(),
         force_delete_retry_at: None,
+        seen_since: Some(at(-60)),
     }
 }
 
@@ -242,6 +245,9 @@ impl Edit for Snapshot {
             status: CondStatus::False,
             since: Some(since),
         });
+        // The healer has watched it as long as the kubelet says (the clock tests in
+        // `crate::clock` and `decide::tests_clock` tell the two apart).
+        p.seen_since = Some(since);
         let w = self.sts();
         w.ready_replicas -= 1;
     }

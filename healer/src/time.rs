@@ -30,6 +30,13 @@ impl Span {
     }
 }
 
+impl std::ops::Sub for Span {
+    type Output = Span;
+    fn sub(self, rhs: Span) -> Span {
+        Span(self.0.saturating_sub(rhs.0))
+    }
+}
+
 impl std::ops::Add<Span> for Timestamp {
     type Output = Timestamp;
     fn add(self, rhs: Span) -> Timestamp {

@@ -7,7 +7,8 @@
 //!   many members are down; its Pod must exist (it holds the name during the handoff).
 //! - R3 (one member down too long): the only member down, on a Bound disk older than its
 //!   Pod, down for the replacement delay while every other member has been ready for the
-//!   absorb window: fresh disk through the handoff.
+//!   absorb window: fresh disk through the handoff. Both delays are the healer's own
+//!   observation (rule T2, [`seen_since`]), not the kubelet's timestamps.
 //! - R4 (left alone): a fresh disk would not help, or could lose writes: a member waiting
 //!   on its image or configuration, a crash-looping member (see [`crash_looping`]), a
 //!   member already on a disk made for its current Pod, a member with no Bound disk, a
@@ -18,6 +19,11 @@
 //!   reported `Blocked/MemberUnschedulable` once the replacement delay passed.
 //! - R7 (crash loop): a crash-looping member is reported `Blocked/MemberCrashLooping` once
 //!   the replacement delay passed; its disk is never replaced automatically.
+//! - R8 (several disks lost): more than one of the fleet's claims Lost at once is an
+//!   incident (storage, a restore), not routine: no disk is replaced (`Blocked/DisksLost`,
+//!   naming the claims) until the claims recover or an operator accepts the loss of
+//!   exactly those claims (annotation `fleet.celld.dev/accept-disk-loss` with their
+//!   uids). A glitch that marks every claim Lost must not replace every disk.
 
 use celld_api::labels::member_name;
 
@@ -88,6 +94,32 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
         }
     };
 
+    // Rule R8 (several disks lost).
+    let lost: Vec<&Claim> = (0..n)
+        .filter_map(|o| cx.own_claim(o))
+        .filter(|c| c.phase == ClaimPhase::Lost && !c.terminating())
+        .collect();
+    let accepted = |c: &&Claim| cx.fleet.accepted_disk_loss.contains(&c.uid);
+    if lost.len() > 1 && !lost.iter().all(accepted) && super::mutation::on("R8") {
+        let names: Vec<String> = lost
+            .iter()
+            .map(|c| format!("{} (uid {})", c.name, c.uid))
+            .collect();
+        let uids: Vec<&str> = lost.iter().map(|c| c.uid.as_str()).collect();
+        return Heal::Blocked(Outcome::report(
+            "R8",
+            Reason::DisksLost,
+            format!(
+                "{} claims are Lost at once: {}. That is a storage incident, not a member to heal: no disk is replaced until they recover. To accept losing their data and give each member a fresh disk: kubectl annotate celldfleet {} -n {} {}={}",
+                lost.len(),
+                names.join(", "),
+                cx.fleet.name,
+                cx.fleet.namespace,
+                celld_api::labels::ACCEPT_DISK_LOSS,
+                uids.join(",")
+            ),
+        ));
+    }
     let mut down = Vec::new();
     let mut note: Option<String> = None;
     for o in 0..n {
@@ -182,8 +214,8 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                 } else {
                     let c = cx.own_claim(o).expect("due needs a claim");
                     let message = format!(
-                        "Replacing member {m}: down since {} while the rest of the fleet is ready; it returns on a fresh disk",
-                        p.not_ready_since().rfc3339()
+                        "Replacing member {m}: seen down since {} while the rest of the fleet is ready; it returns on a fresh disk",
+                        seen_since(cx, p).rfc3339()
                     );
                     return Heal::Act(handoff(cx, p, c, HandoffCause::DownTooLong, &m).with_event(
                         "Warning",
@@ -334,7 +366,7 @@ fn due(cx: &Ctx, n: usize, o: usize) -> Result<Timestamp, LeftAlone> {
         let q = cx.member(other);
         let ready_since = q
             .filter(|q| !q.terminating() && q.is_ready())
-            .and_then(|q| q.ready.and_then(|r| r.since));
+            .map(|q| seen_since(cx, q));
         let settled_at = ready_since.map(|t| t + cx.cfg.absorb_window);
         if settled_at.is_none_or(|t| t > cx.now) {
             return Err(LeftAlone::OthersNotSettled {
@@ -343,7 +375,23 @@ fn due(cx: &Ctx, n: usize, o: usize) -> Result<Timestamp, LeftAlone> {
             });
         }
     }
-    Ok(p.not_ready_since() + cx.cfg.replacement_delay)
+    Ok(seen_since(cx, p) + cx.cfg.replacement_delay)
+}
+
+/// Rule T2 (observed, not reported, time): since when a member has been in its current
+/// state (ready, or down), as the healer itself has watched it on its monotonic clock
+/// ([`crate::clock::Observations`]), never by the kubelet's timestamps: a node whose
+/// clock is behind would make a blip look like minutes down. Not observed yet counts as
+/// from now.
+fn seen_since(cx: &Ctx, p: &Pod) -> Timestamp {
+    if !super::mutation::on("T2") {
+        // The mutation check: the kubelet's own transition time, as before T2.
+        return match p.ready {
+            Some(c) if p.is_ready() => c.since.unwrap_or(cx.now),
+            _ => p.not_ready_since(),
+        };
+    }
+    p.seen_since.unwrap_or(cx.now).min(cx.now)
 }
 
 fn describe_down(m: &str, p: &Pod) -> String {

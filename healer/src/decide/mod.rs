@@ -14,6 +14,7 @@
 //! | 6 | K1-K5, G1-G5, C1-C3 | capacity target, growth in runs, contraction one by one |
 //! | 7 | R1-R7 | disks: terminating claim, lost claim, one member down too long, the cases left alone, zone safety, unschedulable or crash-looping members |
 //! | 8 | S1-S4 | the status reported when nothing is written |
+//! | last | T1 | a destructive write is held while the healer's clock is not trusted |
 
 mod capacity;
 mod contraction;
@@ -29,6 +30,8 @@ mod status;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_clock;
+#[cfg(test)]
 mod tests_safety;
 
 use celld_api::Profile;
@@ -38,7 +41,7 @@ use celld_api::labels::{claim_ordinal, member_ordinal};
 use crate::config::Config;
 use crate::plan::{Action, Event, Plan};
 use crate::snapshot::{Claim, Fleet, Pod, Snapshot, Workload, WorkloadKind};
-use crate::time::Timestamp;
+use crate::time::{Span, Timestamp};
 
 pub use status::Reason;
 
@@ -51,7 +54,49 @@ pub const MAX_ORDINAL: u32 = MAX_MEMBERS as u32;
 pub fn decide(snapshot: &Snapshot, now: Timestamp, config: &Config) -> Plan {
     let mut cx = Ctx::new(snapshot, now, config);
     let outcome = run(&mut cx);
+    let outcome = clock_gate(&mut cx, outcome);
     status::build(&cx, outcome)
+}
+
+/// How soon a write held by rule T1 is looked at again: the skew is measured on every
+/// response, so the next look may find it back within the bound.
+pub const CLOCK_RETRY: Span = Span::secs(30);
+
+/// Rule T1 (trusted clock): no destructive write while the healer's clock is further
+/// from the API server's than `--max-clock-skew`, or was never measured. The delays are
+/// converted so that a skew cannot make them end early (`crate::clock`); a skew this
+/// large still means the clocks are not what the operator thinks, and a Pod or a disk
+/// can wait until someone looks. Aborting a handoff (which keeps the disk) and every
+/// other write go on.
+fn clock_gate(cx: &mut Ctx, o: Outcome) -> Outcome {
+    if !o.action.as_ref().is_some_and(Action::is_destructive) || !mutation::on("T1") {
+        return o;
+    }
+    let bound = cx.cfg.max_clock_skew;
+    let why = match cx.s.clock_skew {
+        None => "the healer has not measured its clock against the API server's yet".to_string(),
+        Some(skew) if skew.millis().abs() > bound.millis() => format!(
+            "the healer's clock is {:.1} s {} the API server's, more than --max-clock-skew ({} s)",
+            skew.millis().abs() as f64 / 1000.0,
+            if skew.millis() > 0 {
+                "ahead of"
+            } else {
+                "behind"
+            },
+            bound.millis() / 1000
+        ),
+        Some(_) => return o,
+    };
+    cx.wake_at(cx.now + CLOCK_RETRY);
+    let message = format!(
+        "Holding a destructive write ({}): {why}. Fix the clock of the healer's node (NTP); the write is decided again once the clocks agree",
+        o.message
+    );
+    Outcome::report("T1", Reason::ClockSkewed, message.clone()).with_event(
+        "Warning",
+        "ClockSkewed",
+        message,
+    )
 }
 
 /// What the rules concluded.

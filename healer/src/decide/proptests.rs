@@ -159,6 +159,9 @@ fn build(w: &World) -> Snapshot {
             },
             since: Some(at(m.since)),
         });
+        // The healer watched it since the same moment (rule T2's clock; the clock
+        // tests tell the two apart).
+        p.seen_since = Some(at(m.since));
         if m.pod == 1 {
             ready += 1;
         }
@@ -265,12 +268,21 @@ fn handoff_justified(s: &Snapshot, pod: &str, now: Timestamp, cfg: &Config) -> b
         return false;
     }
     if c.phase == ClaimPhase::Lost {
+        // Never while another claim of the fleet is Lost too (R8; nothing accepted).
+        let lost = (0..w.replicas.max(0) as u32)
+            .filter_map(|x| own_claim(s, x))
+            .filter(|c| c.phase == ClaimPhase::Lost && c.deletion.is_none())
+            .count();
+        if lost > 1 {
+            return false;
+        }
         // Only once it stayed Lost for the confirmation window.
         return c
             .lost_since
             .is_some_and(|t| now >= t + cfg.lost_confirmation);
     }
-    let down_since = p.not_ready_since();
+    // Timed by the healer's own observation (T2).
+    let down_since = p.seen_since.unwrap_or(now).min(now);
     c.phase == ClaimPhase::Bound
         && !p.is_ready()
         && p.config_wait.is_none()
@@ -281,9 +293,8 @@ fn handoff_justified(s: &Snapshot, pod: &str, now: Timestamp, cfg: &Config) -> b
             member_of(s, x).is_some_and(|q| {
                 q.deletion.is_none()
                     && q.is_ready()
-                    && q.ready
-                        .and_then(|r| r.since)
-                        .is_some_and(|t| t + cfg.absorb_window <= now)
+                    && q.seen_since
+                        .is_some_and(|t| t.min(now) + cfg.absorb_window <= now)
             })
         })
 }

@@ -56,6 +56,12 @@ pub enum Reason {
     InvalidConfiguration,
     /// The bucket reservation names another identity: no growth or healing.
     StorageScopeConflict,
+    /// More than one of the fleet's claims is Lost at once: no disk is replaced until
+    /// they recover or an operator accepts the loss (rule R8).
+    DisksLost,
+    /// The healer's clock is too far from the API server's (or not measured yet): a
+    /// destructive write is held (rule T1).
+    ClockSkewed,
 }
 
 impl Reason {
@@ -79,6 +85,8 @@ impl Reason {
             Reason::IdentityConflict => "IdentityConflict",
             Reason::InvalidConfiguration => "InvalidConfiguration",
             Reason::StorageScopeConflict => "StorageScopeConflict",
+            Reason::ClockSkewed => "ClockSkewed",
+            Reason::DisksLost => "DisksLost",
         }
     }
 
@@ -101,7 +109,9 @@ impl Reason {
             Reason::DeletionProtected => (false, true, true),
             Reason::StorageIdentityConflict
             | Reason::MemberUnschedulable
-            | Reason::MemberCrashLooping => (false, true, true),
+            | Reason::MemberCrashLooping
+            | Reason::ClockSkewed
+            | Reason::DisksLost => (false, true, true),
         }
     }
 }

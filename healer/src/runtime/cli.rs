@@ -96,9 +96,16 @@ pub struct Args {
 
     /// How long a claim must stay Lost before its member gets a fresh disk (a restore
     /// can bring claims back before their volumes). Checked again on a fresh read from
-    /// the API server just before the handoff.
+    /// the API server just before the handoff. At least 30s.
     #[arg(long = flags::LOST_CLAIM_CONFIRMATION.name, value_name = "DURATION", default_value = flags::LOST_CLAIM_CONFIRMATION.default, value_parser = parse_duration)]
     pub lost_claim_confirmation: Duration,
+
+    /// How far this process's clock may be from the API server's (measured from the
+    /// `Date` of its responses, exported as celld_healer_clock_skew_seconds) before it
+    /// holds every destructive write and reports ClockSkewed on the fleets it holds. At
+    /// least 2s.
+    #[arg(long = flags::MAX_CLOCK_SKEW.name, value_name = "DURATION", default_value = flags::MAX_CLOCK_SKEW.default, value_parser = parse_duration)]
+    pub max_clock_skew: Duration,
 
     /// Watch and heal fleets in these namespaces only (comma-separated or repeated;
     /// default: every namespace). Every CelldFleet of the cluster is still read, for the
@@ -159,7 +166,8 @@ pub struct Args {
     #[arg(long = flags::FRESH_DISK_AGE.name, hide = true, value_name = "DURATION", default_value = flags::FRESH_DISK_AGE.default, value_parser = parse_duration)]
     pub fresh_disk_age: Duration,
 
-    /// Tests only: accept a --member-replacement-delay below 1m.
+    /// Tests only: accept a --member-replacement-delay below 1m and a
+    /// --lost-claim-confirmation below 30s.
     #[arg(long = flags::ALLOW_SHORT_DELAYS, hide = true)]
     pub allow_short_delays: bool,
 
@@ -181,8 +189,10 @@ impl Args {
     pub fn decide_config(&self) -> Result<Config> {
         if !self.allow_short_delays {
             flags::MEMBER_REPLACEMENT_DELAY.check(self.member_replacement_delay)?;
+            flags::LOST_CLAIM_CONFIRMATION.check(self.lost_claim_confirmation)?;
         }
         flags::LEASE_DURATION.check(self.lease_duration)?;
+        flags::MAX_CLOCK_SKEW.check(self.max_clock_skew)?;
         let span = Span::from_duration;
         let config = Config {
             replacement_delay: span(self.member_replacement_delay),
@@ -190,6 +200,7 @@ impl Args {
             absorb_window: span(self.absorb_window),
             fresh_disk_age: span(self.fresh_disk_age),
             lost_confirmation: span(self.lost_claim_confirmation),
+            max_clock_skew: span(self.max_clock_skew),
         };
         if self.allow_short_delays {
             let mut probe = config.clone();

@@ -79,6 +79,8 @@ pub struct Settings {
     pub halt_after: Option<HaltPoint>,
     /// Application observation interval (zero: off).
     pub application_interval: Duration,
+    /// The monotonic clock and the API server's (fed by the client's requests layer).
+    pub clocks: Arc<super::clocks::Clocks>,
 }
 
 /// The controller.
@@ -137,6 +139,7 @@ impl Controller {
                 }
             }),
             memory,
+            clocks: s.clocks.clone(),
             slots: tokio::sync::Semaphore::new(CONCURRENCY),
         });
         let poked =

@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX};
 use celld_api::{CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
 use super::fresh::{self, Gathered};
 use super::index::Key;
 use super::reconcile::Reconciler;
 use super::watches::{Stores, label};
+use crate::clock::Now;
 use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
 use crate::plan::Action;
 use crate::snapshot::{ApplicationView, CapacitySignal, Snapshot};
@@ -109,8 +110,9 @@ pub(super) fn snapshot_of(
     ctx: &Reconciler,
     fleet: &CelldFleet,
     g: &Gathered,
-    now: Timestamp,
+    clock: Now,
     capacity: &CapacitySignal,
+    watched: bool,
 ) -> Result<Snapshot, ObserveError> {
     let workload = if fleet.spec.is_stateful_set() {
         g.workload_sts
@@ -132,7 +134,6 @@ pub(super) fn snapshot_of(
     });
     let all = ctx.stores.fleets.state();
     let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
-    let lost_since = track_lost(&ctx.memory.lost, &g.claims, now);
     let force_retry: BTreeMap<String, Timestamp> = ctx
         .memory
         .force_retry
@@ -164,11 +165,19 @@ pub(super) fn snapshot_of(
         infrastructure: &infrastructure,
         capacity,
         identity_conflict: owner.as_deref(),
-        lost_since: &lost_since,
         force_delete_retry: &force_retry,
         reservation: Some(reservation.as_deref()),
     })?;
     snapshot.application = application_view(ctx, fleet);
+    // Rules T1 and T2: the API server's timestamps on this process's clock, and what
+    // other machines timed replaced by this process's own observation. A change of
+    // leadership or a failed watch since the last look starts the observation over.
+    crate::clock::to_healer_clock(&mut snapshot, &ctx.clocks.server(), clock);
+    {
+        let mut observed = ctx.memory.observed.lock().expect("observations");
+        observed.epoch(ctx.gate.changes() + ctx.watches.failures());
+        observed.observe(&mut snapshot, clock, watched);
+    }
     // A Pod this process force-deleted is read as the API server now has it until the
     // Pod watch shows that (`Snapshot::force_deleted`). Otherwise the next decision,
     // made before the watch event arrives, would aim at the same Pod again, and its
@@ -201,29 +210,6 @@ fn application_view(ctx: &Reconciler, fleet: &CelldFleet) -> Option<ApplicationV
         status: v.status,
         versions: v.versions,
     })
-}
-
-/// Remembers when each Lost claim was first seen Lost (forgotten once it is not), and
-/// returns the entries of these claims.
-fn track_lost(
-    lost: &Mutex<HashMap<String, Timestamp>>,
-    claims: &[PersistentVolumeClaim],
-    now: Timestamp,
-) -> BTreeMap<String, Timestamp> {
-    let mut map = lost.lock().expect("lost claims");
-    let mut out = BTreeMap::new();
-    for c in claims {
-        let Some(uid) = c.metadata.uid.clone() else {
-            continue;
-        };
-        if c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
-            let since = *map.entry(uid.clone()).or_insert(now);
-            out.insert(uid, since);
-        } else {
-            map.remove(&uid);
-        }
-    }
-    out
 }
 
 /// The cached Pod an action names (for handoff steps and release).
@@ -288,6 +274,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use celld_api::labels::claim_name;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::core::PartialObjectMeta;
     use kube::runtime::reflector::{self, store::Writer};

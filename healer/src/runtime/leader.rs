@@ -39,7 +39,7 @@
 //! The lease is advisory: it keeps two healthy replicas from doing the same work, but
 //! safety rests on the uid and resourceVersion preconditions every write carries.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -87,6 +87,8 @@ struct GateInner {
     closed: AtomicBool,
     /// Leadership as last decided by the elector (for triggering a full reconcile).
     leading: watch::Sender<bool>,
+    /// How many times leadership changed (either way).
+    changes: AtomicU64,
 }
 
 /// Until when each lease counts as held (None: not held).
@@ -118,6 +120,7 @@ impl Gate {
                 until: Mutex::new(Held::default()),
                 closed: AtomicBool::new(false),
                 leading: watch::channel(false).0,
+                changes: AtomicU64::new(0),
             }),
         }
     }
@@ -172,6 +175,13 @@ impl Gate {
         self.inner.leading.send_replace(false);
     }
 
+    /// How many times leadership changed, either way, since this process started: what
+    /// the process remembers from an earlier term may have missed what happened while
+    /// another replica led (`crate::clock::Observations::epoch`).
+    pub fn changes(&self) -> u64 {
+        self.inner.changes.load(Ordering::SeqCst)
+    }
+
     /// Leadership changes (true when this replica became leader).
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.inner.leading.subscribe()
@@ -200,6 +210,7 @@ impl Gate {
             held.both()
         };
         if *self.inner.leading.borrow() != both {
+            self.inner.changes.fetch_add(1, Ordering::SeqCst);
             self.inner.leading.send_replace(both);
         }
     }

@@ -27,17 +27,6 @@ type Fleet = ObjectRef<CelldFleet>;
 /// one's entries; its delete event forgets them first.)
 pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// Keeps the entries of live objects; `live` (a cache scan) runs only when there are any.
-fn keep_live_uids<V>(m: &Mutex<HashMap<String, V>>, live: impl FnOnce() -> HashSet<String>) {
-    if m.lock().expect("memory").is_empty() {
-        return;
-    }
-    let live = live();
-    m.lock()
-        .expect("memory")
-        .retain(|uid, _| live.contains(uid));
-}
-
 /// The live fleets, by reference, with their uids.
 pub fn live_fleets(fleets: &[Arc<CelldFleet>]) -> HashMap<Fleet, Option<String>> {
     fleets
@@ -71,8 +60,9 @@ pub struct Memory {
     pub holds: Mutex<HashMap<Fleet, u32>>,
     /// The last report of ignored objects per fleet (reported once per change).
     pub ignored: Mutex<HashMap<Fleet, Vec<String>>>,
-    /// Claim uid -> when this process first saw it Lost (without a break since).
-    pub lost: Mutex<HashMap<String, Timestamp>>,
+    /// What this process observed of Pods' readiness and Lost claims, on its own clock
+    /// (rule T2); started over on a change of leadership or a failed watch.
+    pub observed: Mutex<crate::clock::Observations>,
     /// Pod uid -> (failed force deletes in a row, when to try again).
     pub force_retry: Mutex<HashMap<String, (u32, Timestamp)>>,
     /// Pod uid -> when this process force-deleted it, until the Pod cache drops the Pod
@@ -156,11 +146,15 @@ impl Memory {
             .filter_map(|f| f.metadata.uid.as_deref())
             .collect();
         self.keep_fleets(|k| is_live(&live, k), |u| uids.contains(u));
-        // Both maps are keyed by Pod uid: one scan of the Pod cache serves both.
+        // Three maps are keyed by Pod uid: one scan of the Pod cache serves them all,
+        // and only when one of them holds anything.
+        let observed = !self.observed.lock().expect("memory").is_empty();
+        let mut live_pods = None;
         if !self.force_retry.lock().expect("memory").is_empty()
             || !self.force_deleted.lock().expect("memory").is_empty()
+            || observed
         {
-            let live = pods();
+            let live = live_pods.insert(pods());
             self.force_retry
                 .lock()
                 .expect("memory")
@@ -170,7 +164,13 @@ impl Memory {
                 .expect("memory")
                 .retain(|uid, _| live.contains(uid));
         }
-        keep_live_uids(&self.lost, claims);
+        if let (true, Some(pods)) = (observed, live_pods) {
+            let claims = claims();
+            self.observed
+                .lock()
+                .expect("memory")
+                .retain(|u| pods.contains(u), |u| claims.contains(u));
+        }
     }
 
     /// How many entries each map holds (for the test that memory stays flat).
@@ -185,7 +185,7 @@ impl Memory {
             n(&self.unreadable),
             n(&self.holds),
             n(&self.ignored),
-            n(&self.lost),
+            self.observed.lock().expect("memory").len(),
             n(&self.force_retry),
             n(&self.force_deleted),
             n(&self.status_written),
@@ -253,7 +253,10 @@ mod tests {
                 .lock()
                 .unwrap()
                 .insert(key.clone(), vec!["x".into()]);
-            m.lost.lock().unwrap().insert(format!("claim-{i}"), t);
+            m.observed
+                .lock()
+                .unwrap()
+                .seen_lost_for_tests(&format!("claim-{i}"));
             m.force_retry
                 .lock()
                 .unwrap()

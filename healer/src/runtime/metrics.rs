@@ -10,6 +10,7 @@
 //! | `celld_healer_deadline_lag_seconds` | histogram | time from a wake-up `decide` asked for to the write it led to |
 //! | `celld_healer_api_requests_total` | counter | `verb` (get, list, watch, create, update, patch, delete), `resource` |
 //! | `celld_healer_api_request_duration_seconds` | histogram | `verb`, `resource` (watches excepted): from sending a request to its response's headers |
+//! | `celld_healer_clock_skew_seconds` | gauge | this process's wall clock minus the API server's, from the `Date` of its latest response (rule T1 holds destructive writes beyond `--max-clock-skew`) |
 //! | `celld_healer_leader` | gauge | 1 while this replica holds its shard's lease and its shard count's lease, and may write |
 //! | `celld_healer_fleets_served` | gauge | the fleets this replica serves (in its namespaces and its shard), counted at each scrape |
 //! | `celld_healer_fleets_reconciled` | gauge | the distinct fleets this replica has reconciled since it last became leader (0 on a standby); equal to `celld_healer_fleets_served` once it has caught up |
@@ -128,6 +129,8 @@ pub struct Metrics {
     pub api_requests: Family<RequestLabels, Counter>,
     /// Time from sending a request (not a watch) to its response's headers.
     pub api_request_seconds: Family<RequestLabels, Histogram>,
+    /// The healer's clock minus the API server's, in seconds (latest response).
+    pub clock_skew_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// 1 while leader.
     pub leader: Gauge,
     /// Watch health.
@@ -193,6 +196,12 @@ impl Metrics {
             api_request_histogram as fn() -> Histogram,
         );
         let leader = Gauge::default();
+        let clock_skew_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "celld_healer_clock_skew_seconds",
+            "This process's wall clock minus the API server's, from the Date of its latest response",
+            clock_skew_seconds.clone(),
+        );
         let watch_healthy = Family::<ResourceLabel, Gauge>::default();
         let watch_events = Family::<ResourceLabel, Counter>::default();
         let fleets_served = Gauge::default();
@@ -334,6 +343,7 @@ impl Metrics {
             deadline_lag_seconds,
             api_requests,
             api_request_seconds,
+            clock_skew_seconds,
             leader,
             watch_healthy,
             watch_events,

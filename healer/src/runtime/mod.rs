@@ -21,6 +21,8 @@
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
 //!   and resourceVersion preconditions.
 //! - [`leader`]: the coordination Lease; only the leader writes anything.
+//! - [`clocks`]: the monotonic clock and the API server's, measured from every
+//!   response (`crate::clock` says which delay is timed on which).
 //! - [`infra`]: checks the live Services against the generator's rendering.
 //! - [`members`]: asks each member for its application view (`status.application`).
 //! - [`collector`]: samples members and their metrics for the capacity evaluator.
@@ -33,6 +35,7 @@
 pub mod act;
 pub mod capacity;
 pub mod cli;
+pub mod clocks;
 pub mod collector;
 pub mod controller;
 pub mod events;
@@ -70,7 +73,8 @@ pub async fn run(args: Args) -> Result<()> {
     let config = args.decide_config()?;
     let served = args.served()?;
     let metrics = Arc::new(metrics::Metrics::new());
-    let client = requests::client(metrics.clone())
+    let clocks = Arc::new(clocks::Clocks::new(metrics.clone(), config.max_clock_skew));
+    let client = requests::client(metrics.clone(), clocks.clone())
         .await
         .context("building the Kubernetes client (in-cluster config or KUBECONFIG)")?;
     let identity = args.identity();
@@ -118,6 +122,7 @@ pub async fn run(args: Args) -> Result<()> {
         health: health.clone(),
         halt_after: args.test_halt_after,
         application_interval: args.application_interval,
+        clocks,
     });
     let ctl_task = tokio::spawn(ctl.run(shutdown_rx.clone()));
 

@@ -12,7 +12,7 @@
 //! reconciles every fleet the moment it becomes leader.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use celld_api::CelldFleet;
 use celld_api::healer_flags::Shard;
@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 use super::act::{self, ActError, Actor};
 use super::capacity::evaluate_fleet;
 use super::cli::HaltPoint;
+use super::clocks::Clocks;
 use super::controller::DEBOUNCE;
 use super::events::Events;
 use super::fresh::{self, Gathered};
@@ -37,6 +38,7 @@ use super::served::Served;
 use super::status_writer::{Spacing, write_status};
 use super::watches::{Stores, WatchHealth};
 use super::zones::Zones;
+use crate::clock::Now;
 use crate::config::Config;
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
@@ -65,6 +67,8 @@ pub(super) struct Reconciler {
     pub(super) observing: Option<Observing>,
     /// Per fleet, Pod and claim, between reconciles.
     pub(super) memory: Arc<Memory>,
+    /// The monotonic clock and the API server's.
+    pub(super) clocks: Arc<Clocks>,
     /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
     /// due fleet waits in line, first come first served, however busy the others are.
     pub(super) slots: tokio::sync::Semaphore,
@@ -97,10 +101,7 @@ pub enum ReconcileError {
 }
 
 pub(super) fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    Timestamp(ms)
+    super::clocks::wall()
 }
 
 pub(super) fn error_policy(
@@ -134,9 +135,10 @@ async fn confirm_fresh(
     ctx: &Reconciler,
     fleet: &CelldFleet,
     action: &Action,
-    now: Timestamp,
+    clock: Now,
     capacity: &CapacitySignal,
 ) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
+    let now = clock.wall;
     ctx.metrics.fresh_reads.inc();
     let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
@@ -145,7 +147,9 @@ async fn confirm_fresh(
             None,
         ));
     };
-    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, now, capacity) {
+    // The fresh read is compared with what the watches observed; it starts no
+    // observation of its own (`crate::clock::Observations`).
+    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, clock, capacity, false) {
         Ok(s) => s,
         Err(e) => return Ok((Confirmation::Hold(e.to_string()), None, None)),
     };
@@ -309,12 +313,13 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
     let g = gather(&ctx.stores, &fleet);
-    let now = now();
+    let clock = ctx.clocks.now();
+    let now = clock.wall;
     // The capacity policy's signal (no policy: nothing collected, nothing read). The
     // fresh read below decides with the same signal, so a confirmation compares like
     // with like.
     let capacity = evaluate_fleet(ctx, &fleet, &g, now).await?;
-    let snapshot = match snapshot_of(ctx, &fleet, &g, now, &capacity.signal) {
+    let snapshot = match snapshot_of(ctx, &fleet, &g, clock, &capacity.signal, true) {
         Ok(s) => s,
         Err(e) => {
             ctx.metrics.reconcile("unobservable");
@@ -358,7 +363,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     if let Some(action) = plan.action.clone()
         && confirm::needs_confirmation(&action)
     {
-        match confirm_fresh(ctx, &fleet, &action, now, &capacity.signal).await {
+        match confirm_fresh(ctx, &fleet, &action, clock, &capacity.signal).await {
             Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, fresh)) => {
                 if a != action {
                     info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");

@@ -1,7 +1,8 @@
 //! The Kubernetes client, with every request counted by verb and resource
 //! (`celld_healer_api_requests_total`) and timed to its response
 //! (`celld_healer_api_request_duration_seconds`), so the healer's own API load, and how
-//! long the API server makes it wait, are measurable.
+//! long the API server makes it wait, are measurable; and every response's `Date` read
+//! into [`Clocks`], so the API server's clock is measured at no cost of its own.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,13 +14,14 @@ use anyhow::Result;
 use kube::Client;
 use kube::client::ClientBuilder;
 
+use super::clocks::Clocks;
 use super::metrics::{Metrics, RequestLabels};
 
 /// Builds a client from the in-cluster configuration or `KUBECONFIG`, counting and
 /// timing requests.
-pub async fn client(metrics: Arc<Metrics>) -> Result<Client> {
+pub async fn client(metrics: Arc<Metrics>, clocks: Arc<Clocks>) -> Result<Client> {
     let config = kube::Config::infer().await?;
-    let layer = Timed::new(metrics);
+    let layer = Timed::new(metrics, clocks);
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
 }
 
@@ -28,12 +30,17 @@ pub async fn client(metrics: Arc<Metrics>) -> Result<Client> {
 #[derive(Clone)]
 struct Timed<S = ()> {
     metrics: Arc<Metrics>,
+    clocks: Arc<Clocks>,
     inner: S,
 }
 
 impl Timed {
-    fn new(metrics: Arc<Metrics>) -> Self {
-        Timed { metrics, inner: () }
+    fn new(metrics: Arc<Metrics>, clocks: Arc<Clocks>) -> Self {
+        Timed {
+            metrics,
+            clocks,
+            inner: (),
+        }
     }
 }
 
@@ -43,14 +50,15 @@ impl<S> tower::Layer<S> for Timed {
     fn layer(&self, inner: S) -> Timed<S> {
         Timed {
             metrics: self.metrics.clone(),
+            clocks: self.clocks.clone(),
             inner,
         }
     }
 }
 
-impl<S, B> tower::Service<http::Request<B>> for Timed<S>
+impl<S, B, RB> tower::Service<http::Request<B>> for Timed<S>
 where
-    S: tower::Service<http::Request<B>>,
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -68,8 +76,12 @@ where
         let sent = Instant::now();
         let response = self.inner.call(req);
         let metrics = self.metrics.clone();
+        let clocks = self.clocks.clone();
         Box::pin(async move {
             let r = response.await;
+            if let Ok(resp) = &r {
+                clocks.record(resp.headers().get(http::header::DATE), sent, Instant::now());
+            }
             if labels.verb != "watch" {
                 metrics
                     .api_request_seconds
@@ -138,11 +150,13 @@ mod tests {
     #[tokio::test]
     async fn requests_are_counted_and_timed_but_watches_only_counted() {
         let metrics = Arc::new(Metrics::new());
-        let mut svc =
-            Timed::new(metrics.clone()).layer(tower::service_fn(|_: http::Request<()>| async {
+        let clocks = Arc::new(Clocks::new(metrics.clone(), crate::time::Span::secs(30)));
+        let mut svc = Timed::new(metrics.clone(), clocks).layer(tower::service_fn(
+            |_: http::Request<()>| async {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 Ok::<_, std::convert::Infallible>(http::Response::new(()))
-            }));
+            },
+        ));
         for uri in [
             "/api/v1/namespaces/a/pods",
             "/api/v1/namespaces/a/pods?watch=true",

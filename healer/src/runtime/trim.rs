@@ -307,7 +307,6 @@ mod tests {
             infrastructure: &Infrastructure::default(),
             capacity: &CapacitySignal::default(),
             identity_conflict: None,
-            lost_since: &BTreeMap::new(),
             force_delete_retry: &BTreeMap::new(),
             reservation: None,
         })

@@ -92,6 +92,8 @@ type WatchKey = (&'static str, Option<String>);
 /// acts only then; `/readyz` reports it).
 pub(super) struct WatchHealth {
     states: Mutex<BTreeMap<WatchKey, WatchState>>,
+    /// How many times a watch failed: events may have been missed meanwhile.
+    failures: std::sync::atomic::AtomicU64,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 }
@@ -115,6 +117,7 @@ impl WatchHealth {
         }
         WatchHealth {
             states: Mutex::new(states),
+            failures: std::sync::atomic::AtomicU64::new(0),
             metrics,
             health,
         }
@@ -137,6 +140,8 @@ impl WatchHealth {
         if prev.as_ref() != Some(&next) {
             match &next {
                 WatchState::Failed(e) => {
+                    self.failures
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     self.metrics.error("watch");
                     warn!(watch = name, namespace = ns, error = %e, "watch failed: no fleet is acted on until it recovers");
                 }
@@ -158,6 +163,12 @@ impl WatchHealth {
         if states.values().all(|s| *s == WatchState::Ok) {
             self.health.set_synced();
         }
+    }
+
+    /// How many times a watch failed since the start: a watch that failed may have
+    /// missed transitions (`crate::clock::Observations::epoch`).
+    pub(super) fn failures(&self) -> u64 {
+        self.failures.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Marks every watch listed (tests of what must not gate a reconcile).

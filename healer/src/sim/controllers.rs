@@ -368,6 +368,15 @@ impl Sim {
             self.kick();
         }
         let mut i = 0;
+        while i < self.flaps.len() {
+            if self.flaps[i].0 <= now {
+                let (_, cuid) = self.flaps.remove(i);
+                self.lose_claim_again(cuid);
+            } else {
+                i += 1;
+            }
+        }
+        let mut i = 0;
         while i < self.relost.len() {
             if self.relost[i].0 <= now {
                 let (_, cuid) = self.relost.remove(i);
@@ -381,6 +390,11 @@ impl Sim {
                     self.claims[ci].lost_at = None;
                     self.claims[ci].rv = rv;
                     self.log(|| "a Lost claim is Bound again".into());
+                    // Flapping storage: some claims are lost again shortly after.
+                    if self.rng.chance(30) {
+                        let t = now + self.rng.range(5_000, 60_000);
+                        self.flaps.push((t, cuid));
+                    }
                     for k in 0..self.pods.len() {
                         if self.pods[k].claim_uid == cuid
                             && self.pods[k].container == Container::NoDisk

@@ -269,6 +269,29 @@ impl Sim {
         self.log(|| "the member recovered between two handoff steps".into());
     }
 
+    /// A claim that came back Bound is Lost again (flapping storage), and comes back
+    /// again later.
+    pub(super) fn lose_claim_again(&mut self, cuid: u64) {
+        let Some(ci) = self
+            .claims
+            .iter()
+            .position(|c| c.uid == cuid && c.phase == Phase::Bound && c.deletion.is_none())
+        else {
+            return;
+        };
+        let rv = self.rv();
+        self.claims[ci].phase = Phase::Lost;
+        self.claims[ci].lost_at = Some(self.now);
+        self.claims[ci].rv = rv;
+        self.log(|| "the claim is Lost again".into());
+        let t = self.now + self.rng.range(10, 150) * 1000;
+        self.relost.push((t, cuid));
+        if let Some(i) = self.pods.iter().position(|p| p.claim_uid == cuid) {
+            self.fail_pod(i, Container::NoDisk);
+        }
+        self.kick();
+    }
+
     pub(super) fn fail_pod(&mut self, i: usize, c: Container) {
         let rv = self.rv();
         let now = self.now;

@@ -8,6 +8,7 @@ use celld_api::labels::{claim_name, member_name};
 
 use super::Violation;
 use super::world::*;
+use crate::clock::{DateSample, Mono, Now};
 use crate::confirm::{self, Confirmation};
 use crate::plan::Action;
 use crate::snapshot::{self as s, CondStatus};
@@ -64,13 +65,14 @@ impl Sim {
                 } else {
                     s::PodPhase::Pending
                 },
+                // The kubelet writes with its node's clock.
                 ready: p.ready_cond.map(|t| s::Cond {
                     status: if p.ready {
                         CondStatus::True
                     } else {
                         CondStatus::False
                     },
-                    since: Some(ts(t)),
+                    since: Some(ts(t + self.kubelet_skew(p.node))),
                 }),
                 unschedulable: p.unsched_since.map(|t| s::Unschedulable {
                     since: Some(ts(t)),
@@ -79,13 +81,14 @@ impl Sim {
                 config_wait: (p.container == Container::ImagePull)
                     .then(|| "ImagePullBackOff".into()),
                 crash_loop_backoff: p.container == Container::CrashLoop,
-                last_container_exit: p.last_exit.map(ts),
+                last_container_exit: p.last_exit.map(|t| ts(t + self.kubelet_skew(p.node))),
                 replacement_finalizer: p.fin,
                 replacement_index: p.index.then(|| ID.into()),
                 record: p.record.clone().map(s::RecordState::Valid),
                 force_deleted: false,
                 other_finalizers: Vec::new(),
                 force_delete_retry_at: None,
+                seen_since: None,
             })
             .collect();
         let mut claims: Vec<s::Claim> = self
@@ -132,6 +135,7 @@ impl Sim {
                 deleting: self.fleet.deleting,
                 deletion_protected: self.fleet.protected,
                 identity_conflict: self.conflicted.then(|| "apps/original".into()),
+                accepted_disk_loss: Vec::new(),
                 reservation: self.fleet.reserved_elsewhere.then(|| s::Reservation {
                     name: "s3-ledger".into(),
                     identity: Some("someoneelse0000000000000000".into()),
@@ -157,6 +161,8 @@ impl Sim {
             },
             capacity: s::CapacitySignal::default(),
             application: None,
+            // Set with the rest of the healer's clock (`healer_view`).
+            clock_skew: None,
         }
     }
 
@@ -189,17 +195,45 @@ impl Sim {
         v
     }
 
-    /// What the runtime's Lost tracking does for a snapshot: a claim seen Lost keeps the
-    /// time it was first seen so; one seen not Lost is forgotten.
-    pub(super) fn track_lost(&mut self, snap: &mut s::Snapshot) {
-        let now = ts(self.now);
-        for c in &mut snap.claims {
-            if c.phase == s::ClaimPhase::Lost {
-                c.lost_since = Some(*self.lost_seen.entry(c.uid.clone()).or_insert(now));
-            } else {
-                self.lost_seen.remove(&c.uid);
-            }
+    /// The clock of a Pod's node (true time for a Pod on no node).
+    pub(super) fn kubelet_skew(&self, node: Option<usize>) -> i64 {
+        node.and_then(|n| self.node_skew.get(n))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The healer's two clocks now: its wall clock is skewed, its monotonic clock runs
+    /// true (from an arbitrary origin).
+    pub(super) fn healer_now(&self) -> Now {
+        Now {
+            wall: ts(self.now + self.healer_skew),
+            mono: Mono(self.now),
         }
+    }
+
+    /// What the runtime does to a snapshot before `decide` (`gather::snapshot_of`): the
+    /// API server's timestamps onto the healer's clock, and readiness and Lost timed by
+    /// the healer's own observation (`watched`: from the caches, which record it).
+    pub(super) fn healer_view(&mut self, snap: &mut s::Snapshot, watched: bool) {
+        let now = self.healer_now();
+        crate::clock::to_healer_clock(snap, &self.server_clock, now);
+        self.observed.observe(snap, now, watched);
+    }
+
+    /// The lease changes hands (a restart, a standby taking over, a replica that led
+    /// before leading again): nobody acts for a while, and the replica that leads next
+    /// starts its observation over.
+    pub(super) fn leadership_change(&mut self) {
+        self.observed.clear();
+        let gap = self.rng.range(15_000, 180_000);
+        self.away_until = self.now + gap;
+        self.log(|| {
+            format!(
+                "the lease changes hands: no healer acts for {} s",
+                gap / 1000
+            )
+        });
+        self.interrupted();
     }
 
     /// The deposed replica's late writes that land now. Each must be aimed only at this
@@ -231,14 +265,32 @@ impl Sim {
 
     pub(super) fn reconcile(&mut self) -> Result<(), Violation> {
         self.out.reconciles += 1;
+        if self.now < self.away_until {
+            self.heal_at = Some(self.away_until);
+            return Ok(());
+        }
+        if self.rng.chance(1) {
+            self.leadership_change();
+            self.heal_at = Some(self.away_until);
+            return Ok(());
+        }
+        // Every response carries the API server's `Date` (whole seconds, truncated).
+        self.server_clock.record(DateSample {
+            date: ts(self.now - self.now.rem_euclid(1_000)),
+            sent: Mono(self.now),
+            received: Mono(self.now),
+        });
         let mut truth = self.snapshot();
         let mut snap = if self.laggy {
             self.skewed(&truth)
         } else {
             truth.clone()
         };
-        self.track_lost(&mut snap);
-        let now = ts(self.now);
+        // Whether the caches lag the truth (compared before either is put on the
+        // healer's clock).
+        let lagging = self.laggy && snap != truth;
+        self.healer_view(&mut snap, true);
+        let now = self.healer_now().wall;
         let plan = crate::decide(&snap, now, &self.cfg);
         self.log(|| {
             format!(
@@ -254,7 +306,7 @@ impl Sim {
             && confirm::needs_confirmation(a)
             && !self.skip_confirmation
         {
-            self.track_lost(&mut truth);
+            self.healer_view(&mut truth, false);
             if !self.fresh_reservation {
                 // What the runtime did before: the fresh read re-listed the fleet's own
                 // objects only, and the reservation came from its cache.
@@ -315,11 +367,13 @@ impl Sim {
         } else {
             None
         };
-        self.heal_at = match (next, plan.wake_at.map(|t| t.0)) {
+        // `decide` asks in the healer's wall-clock time.
+        let wake = plan.wake_at.map(|t| t.0 - self.healer_skew);
+        self.heal_at = match (next, wake) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if self.laggy && snap != truth {
+        if lagging {
             // The lagging watch delivers the newer state a little later, and that event
             // triggers another reconcile.
             let t = self.now + self.rng.range(1_000, 10_000);

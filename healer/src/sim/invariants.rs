@@ -80,6 +80,20 @@ impl Sim {
                 "{a:?} for a fleet whose bucket is reserved to another identity"
             )));
         }
+        // F1 on true time: a Pod is force-deleted only once its deletionTimestamp (the
+        // API server's, grace included) plus the margin has really passed, whatever the
+        // healer's clock says.
+        if let Action::ForceDeletePod { uid, .. } = a
+            && let Some(p) = self.pods.iter().find(|p| p.uid.to_string() == *uid)
+            && let Some(d) = p.deletion
+            && self.now < d + self.cfg.force_delete_margin.millis()
+        {
+            return Err(Violation(format!(
+                "member {} force-deleted {} s before its grace and margin ended",
+                p.ord,
+                (d + self.cfg.force_delete_margin.millis() - self.now) / 1000
+            )));
+        }
         // A protected fleet being deleted: nothing destroyed, no release. (A conflicted
         // fleet's release deletes nothing, protected or not.)
         if self.fleet.deleting
@@ -116,6 +130,19 @@ impl Sim {
             )));
         }
         if c.phase == Phase::Lost {
+            // R8: never while another of the fleet's claims is Lost too (nobody accepts
+            // a loss in the model).
+            let lost = self
+                .claims
+                .iter()
+                .filter(|c| !c.foreign && c.phase == Phase::Lost && c.deletion.is_none())
+                .count();
+            if lost > 1 {
+                return Err(Violation(format!(
+                    "handoff of {} while {lost} claims are Lost at once",
+                    claim_name(FLEET, ord)
+                )));
+            }
             // Only a claim Lost for the whole confirmation window.
             let window = self.cfg.lost_confirmation.millis();
             return match c.lost_at {

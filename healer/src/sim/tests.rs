@@ -132,11 +132,32 @@ fn sim_fails_when_the_reservation_is_not_read_fresh() {
 
 /// Each safety guard of `decide` is load-bearing: with it switched off (in this thread
 /// only), some seed breaks the invariant it keeps. V1 (invalid spec), V2 (identity
-/// conflict), V3 (bucket reserved to another identity), D8 (deletion protection) and the
-/// Lost confirmation window of R2.
+/// conflict), V3 (bucket reserved to another identity), D8 (deletion protection), the
+/// Lost confirmation window of R2, R8 (no disk replaced while several are Lost), and
+/// the clocks: T2 (readiness timed by the healer's
+/// own observation, not a skewed kubelet's timestamps), T-server (the API server's
+/// timestamps moved onto a skewed healer's clock) and T-lost-version (a Lost claim that
+/// changed while the watch skipped versions is observed anew).
+///
+/// Two protections are not here because the model cannot make them load-bearing: rule
+/// T1 (no destructive write beyond `--max-clock-skew`; the conversions are exact in the
+/// model), and forgetting every observation when the lease changes hands or a watch
+/// fails (T-forget: the model's leadership gaps lose nothing the keys of an observation,
+/// a claim's resourceVersion and a Pod's Ready transition time, do not already catch).
+/// Their unit tests show what they hold.
 #[test]
 fn sim_fails_without_each_guard() {
-    for guard in ["V1", "V2", "V3", "D8", "R2-window"] {
+    for guard in [
+        "V1",
+        "V2",
+        "V3",
+        "D8",
+        "R2-window",
+        "R8",
+        "T2",
+        "T-server",
+        "T-lost-version",
+    ] {
         let found = crate::decide::mutation::without(guard, || {
             (0..6_000).find_map(|seed| super::run_seed(seed).err().map(|(v, _)| (seed, v)))
         });

@@ -209,8 +209,22 @@ pub(super) struct Sim {
     pub(super) views: VecDeque<s::Snapshot>,
     /// Test only: skip the fresh-read confirmation (the mutation check).
     pub(super) skip_confirmation: bool,
-    /// Claim uid -> when the healer first saw it Lost (the runtime's memory).
-    pub(super) lost_seen: std::collections::BTreeMap<String, Timestamp>,
+    /// What the healer observed of readiness and Lost claims on its own clock (the
+    /// runtime's `crate::clock::Observations`): started over when it restarts or leads
+    /// again after a gap.
+    pub(super) observed: crate::clock::Observations,
+    /// The API server's clock as the healer measured it.
+    pub(super) server_clock: crate::clock::ServerClock,
+    /// The healer's wall clock minus the true time (ms).
+    pub(super) healer_skew: i64,
+    /// Each node's clock minus the true time (ms): the kubelet writes its timestamps
+    /// with it.
+    pub(super) node_skew: Vec<i64>,
+    /// No healer acts until then: the lease changed hands and the replica that leads
+    /// next starts from nothing (a restart, or a standby taking over).
+    pub(super) away_until: i64,
+    /// Lost claims that come back Bound and are lost again: (when, claim uid).
+    pub(super) flaps: Vec<(i64, u64)>,
     /// Objects of another fleet with the same identity, and claims at huge ordinals:
     /// the healer must never write to any of them.
     pub(super) decoys: Vec<Decoy>,
@@ -308,6 +322,7 @@ pub(super) fn decoys() -> Vec<Decoy> {
             force_deleted: false,
             other_finalizers: Vec::new(),
             force_delete_retry_at: None,
+            seen_since: None,
         })));
         out.push(Decoy::Claim(s::Claim {
             name: format!("data-{FLEET}-1-{o}"),
@@ -391,7 +406,12 @@ impl Sim {
             laggy: false,
             views: VecDeque::new(),
             skip_confirmation: false,
-            lost_seen: std::collections::BTreeMap::new(),
+            observed: crate::clock::Observations::default(),
+            server_clock: crate::clock::ServerClock::default(),
+            healer_skew: 0,
+            node_skew: Vec::new(),
+            away_until: 0,
+            flaps: Vec::new(),
             decoys: Vec::new(),
             conflicted: false,
             relost: Vec::new(),
@@ -419,6 +439,31 @@ impl Sim {
             sim.decoys = decoys();
         }
         sim.deposed = sim.rng.chance(25);
+        // Clocks. Most healers run on time or within the bound of rule T1 (30 s); one
+        // in ten is 15 minutes off, so T1 holds every destructive write (safety only).
+        // Half the fleets have nodes whose clocks are up to 15 minutes off either way.
+        sim.healer_skew = match sim.rng.below(10) {
+            0..=5 => 0,
+            6..=8 => sim.rng.range(-25_000, 25_000),
+            _ => {
+                sim.safety_only = true;
+                if sim.rng.chance(50) {
+                    900_000
+                } else {
+                    -900_000
+                }
+            }
+        };
+        let skewed_nodes = sim.rng.chance(50);
+        sim.node_skew = (0..sim.nodes.len())
+            .map(|_| {
+                if skewed_nodes {
+                    sim.rng.range(-900_000, 900_000)
+                } else {
+                    0
+                }
+            })
+            .collect();
         sim.next_fault_at = START + sim.rng.range(10, 30) * 60_000;
         // A settled fleet: members ready for an hour on disks older than their Pods.
         let uid = sim.uid();

@@ -27,6 +27,8 @@ impl Sim {
                         self.kick();
                         if self.rng.chance(2) {
                             self.log(|| "healer crashed after a write".into());
+                            // A new process remembers nothing it observed.
+                            self.observed.clear();
                             self.interrupted();
                             return Ok(false);
                         }

@@ -240,6 +240,7 @@ impl Env {
             halt_after: None,
             extra: Vec::new(),
             bin: None,
+            env: Vec::new(),
         }
     }
 

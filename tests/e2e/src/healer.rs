@@ -40,6 +40,8 @@ pub struct HealerOptions {
     /// The binary (None: the workspace's `celld-healer`, [`healer_bin`]); the scale
     /// benchmark runs a baseline build beside the one measured.
     pub bin: Option<PathBuf>,
+    /// More environment variables (the clock tests run it under libfaketime).
+    pub env: Vec<(String, String)>,
 }
 
 /// A healer run with a command line given whole: the install matrix runs the container
@@ -115,13 +117,19 @@ impl Healer {
             &o.force_delete_margin,
             "--absorb-window",
             &o.absorb_window,
-            // A Lost claim is replaced only once it stayed Lost this long (default 1m).
-            "--lost-claim-confirmation",
-            "10s",
             "--allow-short-delays",
         ]
         .map(str::to_string)
         .to_vec();
+        // A Lost claim is replaced only once it stayed Lost this long (default 1m),
+        // unless the test sets its own.
+        if !o
+            .extra
+            .iter()
+            .any(|a| a.starts_with("--lost-claim-confirmation"))
+        {
+            args.extend(["--lost-claim-confirmation".into(), "10s".into()]);
+        }
         args.extend(o.extra.iter().cloned());
         if let Some(ns) = &o.namespace {
             args.extend(["--namespace".to_string(), ns.clone()]);
@@ -138,6 +146,7 @@ impl Healer {
             &args,
             metrics,
             o.bin.as_deref(),
+            &o.env,
         )
     }
 
@@ -153,12 +162,15 @@ impl Healer {
             &args,
             metrics,
             raw.bin.as_deref(),
+            &[],
         )
     }
 
     /// Runs the binary (`bin`, or the workspace's) with `args`, its output in a log file of the test's directory.
     /// `pod_name` is the identity given the way a Deployment gives it (`POD_NAME`); without
     /// it, the variable is removed so that the test's own environment cannot leak in.
+    // Each argument is one of the process's inputs; a struct for them would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn launch(
         env: &Env,
         identity: &str,
@@ -167,6 +179,7 @@ impl Healer {
         args: &[String],
         metrics: SocketAddr,
         bin: Option<&Path>,
+        vars: &[(String, String)],
     ) -> Result<Healer> {
         let bin = match bin {
             Some(b) => b.to_path_buf(),
@@ -183,6 +196,7 @@ impl Healer {
                 "RUST_LOG",
                 std::env::var("HEALER_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
             )
+            .envs(vars.iter().map(|(k, v)| (k, v)))
             .args(args)
             .stdin(Stdio::null())
             .stdout(logf.try_clone()?)
@@ -241,6 +255,26 @@ impl Healer {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP: the process stops where it is (a long GC pause, a frozen VM), its
+    /// lease lapses, and it remembers whatever it had when [`Healer::resume`]d.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Healer::pause`].
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(pid) = self.pid().and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) on our own child.
+            unsafe {
+                libc::kill(pid, sig);
+            }
         }
     }
 

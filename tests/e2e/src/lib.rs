@@ -14,6 +14,7 @@
 //! `KUBESIM_BIN` and `CELLD_STUB_BIN` name the binaries), because a test crate cannot
 //! depend on another package's binary target.
 
+mod clocks;
 mod env;
 mod fleet;
 pub mod gitops;
@@ -21,6 +22,7 @@ mod healer;
 mod install;
 mod queries;
 
+pub use clocks::*;
 pub use env::*;
 pub use fleet::*;
 pub use healer::*;

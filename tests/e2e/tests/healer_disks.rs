@@ -6,6 +6,8 @@
 //!    prepared handoff (before or after its guarded Pod delete) is aborted and keeps the
 //!    disk; a committed one (before or after its claim delete) finishes; nothing else is
 //!    deleted.
+//!
+//! Rule R8: two volumes lost at once hold every disk until the loss is accepted by uid.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -130,6 +132,89 @@ async fn lost_volume(env: &mut Env) -> Result<()> {
             "no {want} in {actions:?}"
         );
     }
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_lost_volumes_hold_until_the_loss_is_accepted() -> Result<()> {
+    let Some(mut env) = Env::start("two-lost").await? else {
+        return Ok(());
+    };
+    let r = two_lost(&mut env).await;
+    env.finish(r).await
+}
+
+/// Rule R8: two claims Lost at once are an incident; nothing is replaced (however long
+/// past the confirmation window) until an operator accepts those exact claims by uid.
+async fn two_lost(env: &mut Env) -> Result<()> {
+    let f = env.persistent(&env.ns, "alpha", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let before = claims(env).await?;
+    for c in ["data-alpha-1", "data-alpha-2"] {
+        env.sim.control.delete_claim_volume(&env.ns, c).await?;
+    }
+    let (_, _, msg) = wait_condition(
+        env,
+        "alpha",
+        "Blocked",
+        "True",
+        Some("DisksLost"),
+        Duration::from_secs(60),
+    )
+    .await?;
+    eprintln!("[two-lost] {msg}");
+    let (u1, u2) = (&before["data-alpha-1"].0, &before["data-alpha-2"].0);
+    ensure!(
+        msg.contains(u1.as_str()) && msg.contains(u2.as_str()),
+        "DisksLost does not name both claims: {msg}"
+    );
+    // Well past the confirmation window (10 s in the tests): no handoff started, every
+    // claim still the one it was.
+    holds_for(
+        "no disk replaced while two are Lost",
+        Duration::from_secs(25),
+        || async {
+            let now = claims(env).await?;
+            let evs = fleet_events(&env.client, &env.ns, Some("alpha")).await?;
+            Ok(uids(&now) == uids(&before) && !evs.iter().any(|e| e.action == "StartHandoff"))
+        },
+    )
+    .await?;
+    // Accepting one of them is not enough.
+    let fleets: Api<celld_gen::api::CelldFleet> = env.api();
+    let annotate = |v: String| {
+        let fleets = fleets.clone();
+        async move {
+            fleets
+                .patch(
+                    "alpha",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                        "fleet.celld.dev/accept-disk-loss": v
+                    }}})),
+                )
+                .await
+        }
+    };
+    annotate(u1.clone()).await?;
+    holds_for(
+        "no disk replaced with one of two accepted",
+        Duration::from_secs(5),
+        || async { Ok(uids(&claims(env).await?) == uids(&before)) },
+    )
+    .await?;
+    annotate(format!("{u1},{u2}")).await?;
+    wait_fresh_disk(env, "data-alpha-1", u1, "alpha-1").await?;
+    wait_fresh_disk(env, "data-alpha-2", u2, "alpha-2").await?;
+    let after = claims(env).await?;
+    ensure!(
+        before["data-alpha-0"].0 == after["data-alpha-0"].0,
+        "data-alpha-0 changed uid"
+    );
     wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
     Ok(())
 }

@@ -2,11 +2,15 @@
 //! leads and writes; the other keeps its caches warm, reports ready and writes nothing.
 //! When the leader is SIGKILLed the standby takes over once the lease expires; when a
 //! leader is stopped with SIGTERM it releases the lease and the standby takes over at once.
+//! A replica that leads again has forgotten what it observed in its earlier term.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::SignedDuration;
+use kube::Api;
 
 async fn leader_of(env: &Env, a: usize, b: usize) -> Result<Option<(usize, usize)>> {
     let la = env.h(a).metric("celld_healer_leader").await.unwrap_or(0.0);
@@ -153,6 +157,155 @@ async fn ha(env: &mut Env) -> Result<()> {
     ensure!(
         handed < Duration::from_secs(5),
         "handover after SIGTERM took {handed:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_leading_again_forgets_what_it_saw() -> Result<()> {
+    let Some(mut env) = Env::start("ha-forget").await? else {
+        return Ok(());
+    };
+    let r = lead_again(&mut env).await;
+    env.finish(r).await
+}
+
+/// The Lost window of this test: long enough that the steps in between fit in it.
+const LOST_WINDOW: SignedDuration = SignedDuration::from_secs(40);
+
+/// Rule T2 across leadership changes: replica A sees a claim Lost, is frozen (SIGSTOP)
+/// while B leads and the claim comes back, then leads again (SIGCONT, B gone) just as the
+/// claim is Lost a second time. What A saw before must not count: the disk is replaced
+/// only a whole Lost window after the second loss.
+async fn lead_again(env: &mut Env) -> Result<()> {
+    let f = env.persistent(&env.ns, "alpha", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    let opts = |id: &str| {
+        let mut o = env.healer_options();
+        o.identity = id.into();
+        o.extra = vec![
+            "--lost-claim-confirmation".into(),
+            format!("{}s", LOST_WINDOW.as_secs()),
+        ];
+        o
+    };
+    let (oa, ob) = (opts("healer-a"), opts("healer-b"));
+    let a = env.healer(oa)?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    wait_for("healer-a to lead", Duration::from_secs(30), || async {
+        Ok((env.h(a).metric("celld_healer_leader").await.unwrap_or(0.0) == 1.0).then_some(()))
+    })
+    .await?;
+    let b = env.healer(ob)?;
+    let pvs: Api<PersistentVolume> = Api::all(env.client.clone());
+    let claim: Api<PersistentVolumeClaim> = env.api();
+    let pv_name = claim
+        .get("data-alpha-1")
+        .await?
+        .spec
+        .and_then(|s| s.volume_name)
+        .context("data-alpha-1 is not bound")?;
+    let saved = pvs.get(&pv_name).await?;
+    let before = claim.get("data-alpha-1").await?.metadata.uid;
+
+    // A sees the claim Lost and starts its window.
+    let first_loss = server_now(env).await?;
+    env.sim
+        .control
+        .delete_claim_volume(&env.ns, "data-alpha-1")
+        .await?;
+    wait_for(
+        "healer-a to report the lost disk",
+        Duration::from_secs(30),
+        || async {
+            Ok(condition(env, "alpha", "Ready")
+                .await?
+                .filter(|(_, _, m)| m.contains("disk is reported lost"))
+                .map(|_| ()))
+        },
+    )
+    .await?;
+    // A freezes; B leads; the volume comes back and B sees the claim Bound.
+    env.h(a).pause();
+    wait_for("healer-b to lead", Duration::from_secs(30), || async {
+        Ok((env.h(b).metric("celld_healer_leader").await.unwrap_or(0.0) == 1.0).then_some(()))
+    })
+    .await?;
+    let mut back = saved.clone();
+    back.metadata = kube::api::ObjectMeta {
+        name: saved.metadata.name.clone(),
+        labels: saved.metadata.labels.clone(),
+        annotations: saved.metadata.annotations.clone(),
+        ..Default::default()
+    };
+    back.status = None;
+    wait_for("the old volume gone", Duration::from_secs(30), || async {
+        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
+    })
+    .await?;
+    pvs.create(&Default::default(), &back).await?;
+    wait_for(
+        "data-alpha-1 Bound again",
+        Duration::from_secs(60),
+        || async {
+            Ok(claim
+                .get("data-alpha-1")
+                .await?
+                .status
+                .and_then(|s| s.phase)
+                .filter(|p| p == "Bound")
+                .map(|_| ()))
+        },
+    )
+    .await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    // B goes; A comes back after the first loss is older than the window, and the
+    // volume is lost again.
+    env.h_mut(b).kill();
+    wait_server_time(
+        env,
+        first_loss + LOST_WINDOW + SignedDuration::from_secs(5),
+        Duration::from_secs(90),
+    )
+    .await?;
+    env.h(a).resume();
+    let second_loss = server_now(env).await?;
+    env.sim
+        .control
+        .delete_claim_volume(&env.ns, "data-alpha-1")
+        .await?;
+    wait_for(
+        "healer-a to lead again",
+        Duration::from_secs(30),
+        || async {
+            Ok((env.h(a).metric("celld_healer_leader").await.unwrap_or(0.0) == 1.0).then_some(()))
+        },
+    )
+    .await?;
+    let pods: Api<Pod> = env.api();
+    let requested = wait_for("alpha-1's disk handoff", Duration::from_secs(120), || {
+        let pods = pods.clone();
+        async move {
+            Ok(pods.get_opt("alpha-1").await?.and_then(|p| {
+                let at = p.metadata.deletion_timestamp.as_ref()?.0;
+                let grace = p.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                at.checked_sub(SignedDuration::from_secs(grace)).ok()
+            }))
+        }
+    })
+    .await?;
+    let after = requested.duration_since(second_loss);
+    eprintln!(
+        "[ha-forget] lost at {first_loss}, back, lost again at {second_loss}; the handoff came {after:?} after the second loss"
+    );
+    ensure!(
+        after >= LOST_WINDOW,
+        "healer-a replaced the disk {after:?} after the second loss, inside the Lost window: it counted what it saw before it lost the lease"
+    );
+    ensure!(
+        claim.get("data-alpha-1").await?.metadata.uid == before,
+        "the claim changed before the handoff"
     );
     Ok(())
 }

@@ -1,0 +1,408 @@
+//! Clocks the healer can trust, for every delay that justifies a destructive write.
+//!
+//! Two kinds of timestamps reach the healer, and neither is read against its own wall
+//! clock directly:
+//!
+//! - **Written by the API server** (creation and deletion timestamps; a Pod's
+//!   deletionTimestamp already includes its grace). They are moved onto the healer's
+//!   clock through [`ServerClock`]: the API server's time measured from the `Date` of its
+//!   responses on the healer's monotonic clock, rounded so that a deadline is never
+//!   reached early ([`ServerClock::offset`]).
+//! - **Written by other machines** (a kubelet's Ready condition). A node whose clock is
+//!   12 minutes behind would make a blip look like 12 minutes down, and the fresh read
+//!   confirms the same timestamps. These are timed by the healer's own continuous
+//!   observation instead ([`Observations`]): since when this process has seen the Pod in
+//!   its current state, or the claim Lost, on its monotonic clock. A restart, a change of
+//!   leader or a failed watch starts every observation over ([`Observations::epoch`]):
+//!   the price is that a member already down when that happens waits a whole
+//!   replacement delay again (a Lost claim a whole confirmation window).
+//!
+//! Rule T1 (`decide`) holds every destructive write while the measured skew exceeds
+//! `--max-clock-skew` or was never measured: the conversions above do not depend on the
+//! skew being small, but a skew that large means something is wrong with the clocks,
+//! and a destructive write can wait until someone looks.
+
+use std::collections::HashMap;
+
+use crate::decide::mutation;
+use crate::snapshot::Snapshot;
+use crate::time::{Span, Timestamp};
+
+/// A reading of the healer's monotonic clock, in milliseconds from an arbitrary origin
+/// (the runtime: its start). Unlike the wall clock it never steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Mono(pub i64);
+
+/// The healer's two clocks, read at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// The wall clock (what `decide` is given as `now`).
+    pub wall: Timestamp,
+    /// The monotonic clock.
+    pub mono: Mono,
+}
+
+impl Now {
+    /// The wall-clock time, as of now, of the monotonic reading `at`: `wall` minus the
+    /// time elapsed since `at`. A wall clock that stepped since `at` does not shift it.
+    pub fn wall_of(&self, at: Mono) -> Timestamp {
+        self.wall - Span(self.mono.0.saturating_sub(at.0))
+    }
+}
+
+/// One response of the API server: the `Date` it carried (whole seconds, truncated) and
+/// when the request was sent and the response received, on the monotonic clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DateSample {
+    /// The `Date` header, on the API server's clock.
+    pub date: Timestamp,
+    /// When the request was sent.
+    pub sent: Mono,
+    /// When the response's headers arrived.
+    pub received: Mono,
+}
+
+/// The API server's clock as the healer measured it last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ServerClock {
+    /// The latest sample; `None` until the first response.
+    pub latest: Option<DateSample>,
+}
+
+impl ServerClock {
+    /// Keeps a new sample. The latest one wins, whatever its latency: it is bounded by
+    /// its own send and receive times, and an older sample would carry the drift of the
+    /// monotonic clock since.
+    pub fn record(&mut self, s: DateSample) {
+        if self.latest.is_none_or(|l| s.received >= l.received) {
+            self.latest = Some(s);
+        }
+    }
+
+    /// Bounds on the API server's time now: at least `date` plus the time since the
+    /// response arrived (the header was written before it arrived, and truncates), at
+    /// most that plus one second (the truncation) plus the round trip (it was written
+    /// after the request was sent).
+    pub fn server_now(&self, now: Now) -> Option<(Timestamp, Timestamp)> {
+        let s = self.latest?;
+        let since = Span(now.mono.0.saturating_sub(s.received.0));
+        let round_trip = Span(s.received.0.saturating_sub(s.sent.0));
+        let low = s.date + since;
+        Some((low, low + Span::secs(1) + round_trip))
+    }
+
+    /// The healer's wall clock minus the API server's, at the middle of the bounds:
+    /// positive when the healer runs ahead. `None` until measured.
+    pub fn skew(&self, now: Now) -> Option<Span> {
+        let (low, high) = self.server_now(now)?;
+        let mid = low + Span((high - low).millis() / 2);
+        Some(now.wall - mid)
+    }
+
+    /// What to add to an API-server timestamp to put it on the healer's wall clock, so
+    /// that a deadline computed from it is reached on the healer's clock no earlier than
+    /// on the API server's: the wall clock minus the server's *lowest* possible time.
+    /// Zero until measured (rule T1 holds destructive writes meanwhile).
+    pub fn offset(&self, now: Now) -> Span {
+        match self.server_now(now) {
+            Some((low, _)) => now.wall - low,
+            None => Span(0),
+        }
+    }
+}
+
+/// Puts the API server's timestamps of a snapshot on the healer's wall clock (see
+/// [`ServerClock::offset`]) and records the skew for rule T1.
+pub fn to_healer_clock(snap: &mut Snapshot, clock: &ServerClock, now: Now) {
+    snap.clock_skew = clock.skew(now);
+    let offset = clock.offset(now);
+    if !mutation::on("T-server") {
+        return;
+    }
+    for p in &mut snap.pods {
+        p.created = p.created + offset;
+        p.deletion = p.deletion.map(|t| t + offset);
+    }
+    for c in &mut snap.claims {
+        c.created = c.created + offset;
+        c.deletion = c.deletion.map(|t| t + offset);
+    }
+}
+
+/// What one Pod was seen as, and since when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PodSeen {
+    ready: bool,
+    /// The Ready condition's own transition time: a change means the Pod went through
+    /// a transition even if this process missed it, so the observation starts over.
+    transition: Option<Timestamp>,
+    since: Mono,
+}
+
+/// The healer's own observation of the facts other machines time: per Pod, since when it
+/// has been seen ready or not ready; per claim, since when it has been seen Lost. Kept
+/// by the runtime (and the simulation) between reconciles, updated from the watch caches
+/// only: a fresh read is compared with it but never starts an observation, so a stale
+/// cache and a fresh read cannot take turns restarting it.
+#[derive(Clone, Debug, Default)]
+pub struct Observations {
+    epoch: u64,
+    pods: HashMap<String, PodSeen>,
+    /// Claim uid -> (the resourceVersion it was first seen Lost at, when). A Lost claim
+    /// has no transition time of its own: any change to it (Bound and Lost again, while
+    /// a watch skipped the versions in between) starts its observation over.
+    lost: HashMap<String, (String, Mono)>,
+}
+
+impl Observations {
+    /// Starts every observation over when `epoch` changed: the runtime counts changes of
+    /// leadership and failed watches, after which what this process saw may have missed
+    /// a transition.
+    pub fn epoch(&mut self, epoch: u64) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.clear();
+        }
+    }
+
+    /// Forgets everything (a restart of the observation).
+    pub fn clear(&mut self) {
+        if mutation::on("T-forget") {
+            self.pods.clear();
+            self.lost.clear();
+        }
+    }
+
+    /// Fills `seen_since` of every Pod and `lost_since` of every claim of `snap`. With
+    /// `update` (a snapshot from the watch caches) a new state starts an observation now;
+    /// without (a fresh read), a state that differs from the one observed counts as seen
+    /// only now, and nothing is recorded.
+    pub fn observe(&mut self, snap: &mut Snapshot, now: Now, update: bool) {
+        for p in &mut snap.pods {
+            let seen = PodSeen {
+                ready: p.is_ready(),
+                transition: p.ready.and_then(|c| c.since),
+                since: now.mono,
+            };
+            let known = self
+                .pods
+                .get(&p.uid)
+                .filter(|k| k.ready == seen.ready && k.transition == seen.transition)
+                .copied();
+            let since = match known {
+                Some(k) => k.since,
+                None => {
+                    if update {
+                        self.pods.insert(p.uid.clone(), seen);
+                    }
+                    now.mono
+                }
+            };
+            p.seen_since = Some(now.wall_of(since));
+        }
+        for c in &mut snap.claims {
+            if c.phase == crate::snapshot::ClaimPhase::Lost {
+                let known = self
+                    .lost
+                    .get(&c.uid)
+                    .filter(|(rv, _)| *rv == c.resource_version || !mutation::on("T-lost-version"));
+                let since = match known {
+                    Some((_, t)) => *t,
+                    None => {
+                        if update {
+                            self.lost
+                                .insert(c.uid.clone(), (c.resource_version.clone(), now.mono));
+                        }
+                        now.mono
+                    }
+                };
+                c.lost_since = Some(now.wall_of(since));
+            } else {
+                c.lost_since = None;
+                if update {
+                    self.lost.remove(&c.uid);
+                }
+            }
+        }
+    }
+
+    /// Keeps only the entries of live Pods and claims (the runtime's sweep).
+    pub fn retain(&mut self, pod: impl Fn(&str) -> bool, claim: impl Fn(&str) -> bool) {
+        self.pods.retain(|uid, _| pod(uid));
+        self.lost.retain(|uid, _| claim(uid));
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.lost.is_empty()
+    }
+
+    /// Records a claim seen Lost now (tests of the runtime's sweep).
+    #[cfg(test)]
+    pub(crate) fn seen_lost_for_tests(&mut self, claim: &str) {
+        self.lost
+            .insert(claim.to_string(), (String::new(), Mono(0)));
+    }
+
+    /// Entries held (Pods and claims).
+    pub fn len(&self) -> usize {
+        self.pods.len() + self.lost.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{ClaimPhase, CondStatus};
+    use crate::testkit::{Edit, T0, at, persistent};
+
+    fn now(wall: Timestamp, mono: i64) -> Now {
+        Now {
+            wall,
+            mono: Mono(mono),
+        }
+    }
+
+    #[test]
+    fn server_time_is_bounded_by_the_truncated_date_and_the_round_trip() {
+        let mut c = ServerClock::default();
+        assert_eq!(c.skew(now(T0, 0)), None);
+        assert_eq!(c.offset(now(T0, 0)), Span(0));
+        // The server wrote 10:00:00 (truncated) between 1000 and 1200 on the monotonic
+        // clock; the healer's wall clock reads 15 minutes ahead.
+        c.record(DateSample {
+            date: T0,
+            sent: Mono(1_000),
+            received: Mono(1_200),
+        });
+        let n = now(T0 + Span::mins(15) + Span(800), 2_000);
+        let (low, high) = c.server_now(n).expect("measured");
+        assert_eq!(low, T0 + Span(800));
+        assert_eq!(high, T0 + Span(800 + 1_000 + 200));
+        assert_eq!(c.skew(n), Some(Span::mins(15) - Span(600)));
+        // Offset from the lowest server time: a server deadline is reached on the
+        // healer's clock no earlier than on the server's.
+        assert_eq!(c.offset(n), Span::mins(15));
+    }
+
+    #[test]
+    fn an_older_sample_does_not_replace_a_newer_one() {
+        let mut c = ServerClock::default();
+        let newer = DateSample {
+            date: T0,
+            sent: Mono(5_000),
+            received: Mono(5_010),
+        };
+        c.record(newer);
+        c.record(DateSample {
+            date: T0 - Span::secs(60),
+            sent: Mono(100),
+            received: Mono(4_000),
+        });
+        assert_eq!(c.latest, Some(newer));
+    }
+
+    #[test]
+    fn server_timestamps_move_onto_the_healer_clock() {
+        let mut s = persistent(3);
+        s.pod(0).deletion = Some(T0);
+        let mut c = ServerClock::default();
+        // The healer runs 3 minutes ahead, with an exact Date.
+        c.record(DateSample {
+            date: T0,
+            sent: Mono(0),
+            received: Mono(0),
+        });
+        to_healer_clock(&mut s, &c, now(T0 + Span::mins(3), 0));
+        assert_eq!(s.pod(0).deletion, Some(T0 + Span::mins(3)));
+        assert_eq!(s.pod(1).created, at(-120) + Span::mins(3));
+        assert_eq!(s.claim(0).created, at(-180) + Span::mins(3));
+        assert_eq!(s.clock_skew, Some(Span::mins(3) - Span(500)));
+    }
+
+    #[test]
+    fn observation_times_pods_and_claims_on_the_monotonic_clock() {
+        let mut o = Observations::default();
+        let mut s = persistent(3);
+        // The kubelet says down since an hour ago (its clock is behind); the healer
+        // first sees it now.
+        s.down(1, at(-60));
+        s.claim(2).phase = ClaimPhase::Lost;
+        o.observe(&mut s, now(T0, 10_000), true);
+        assert_eq!(s.pod(1).seen_since, Some(T0));
+        assert_eq!(s.claim(2).lost_since, Some(T0));
+        // Ninety seconds later the wall clock stepped back an hour: the observation
+        // still counts ninety seconds.
+        let later = now(T0 - Span::mins(60), 100_000);
+        let mut s2 = s.clone();
+        o.observe(&mut s2, later, true);
+        assert_eq!(s2.pod(1).seen_since, Some(later.wall - Span::secs(90)));
+        assert_eq!(s2.claim(2).lost_since, Some(later.wall - Span::secs(90)));
+    }
+
+    #[test]
+    fn a_new_transition_or_state_starts_the_observation_over() {
+        let mut o = Observations::default();
+        let mut s = persistent(3);
+        s.down(1, at(-60));
+        o.observe(&mut s, now(T0, 0), true);
+        // Ready again and down again in between, missed: the transition time changed.
+        s.down(1, at(-1));
+        o.observe(&mut s, now(T0 + Span::secs(30), 30_000), true);
+        assert_eq!(s.pod(1).seen_since, Some(T0 + Span::secs(30)));
+        // Ready now.
+        s.pod(1).ready = Some(crate::snapshot::Cond {
+            status: CondStatus::True,
+            since: Some(T0),
+        });
+        o.observe(&mut s, now(T0 + Span::secs(40), 40_000), true);
+        assert_eq!(s.pod(1).seen_since, Some(T0 + Span::secs(40)));
+    }
+
+    #[test]
+    fn a_lost_claim_that_changed_starts_its_observation_over() {
+        let mut o = Observations::default();
+        let mut s = persistent(3);
+        s.claim(2).phase = ClaimPhase::Lost;
+        o.observe(&mut s, now(T0, 0), true);
+        // Bound and Lost again in between, both versions missed: another version.
+        s.claim(2).resource_version = "999".into();
+        o.observe(&mut s, now(T0 + Span::mins(5), 300_000), false);
+        assert_eq!(s.claim(2).lost_since, Some(T0 + Span::mins(5)));
+        o.observe(&mut s, now(T0 + Span::mins(6), 360_000), true);
+        assert_eq!(s.claim(2).lost_since, Some(T0 + Span::mins(6)));
+    }
+
+    #[test]
+    fn a_fresh_read_never_starts_an_observation() {
+        let mut o = Observations::default();
+        let mut cached = persistent(3);
+        o.observe(&mut cached, now(T0, 0), true);
+        let mut fresh = cached.clone();
+        fresh.down(1, at(-60));
+        fresh.claim(0).phase = ClaimPhase::Lost;
+        o.observe(&mut fresh, now(T0 + Span::mins(20), 1_200_000), false);
+        assert_eq!(fresh.pod(1).seen_since, Some(T0 + Span::mins(20)));
+        assert_eq!(fresh.claim(0).lost_since, Some(T0 + Span::mins(20)));
+        // Still unknown to the observation afterwards.
+        let mut again = fresh.clone();
+        o.observe(&mut again, now(T0 + Span::mins(30), 1_800_000), false);
+        assert_eq!(again.pod(1).seen_since, Some(T0 + Span::mins(30)));
+    }
+
+    #[test]
+    fn a_new_epoch_forgets_what_was_seen() {
+        let mut o = Observations::default();
+        let mut s = persistent(3);
+        s.claim(2).phase = ClaimPhase::Lost;
+        o.epoch(1);
+        o.observe(&mut s, now(T0, 0), true);
+        assert_eq!(o.len(), 4);
+        o.epoch(1);
+        assert_eq!(o.len(), 4);
+        o.epoch(2);
+        assert!(o.is_empty());
+        o.observe(&mut s, now(T0 + Span::mins(5), 300_000), true);
+        assert_eq!(s.claim(2).lost_since, Some(T0 + Span::mins(5)));
+    }
+}
