@@ -20,7 +20,7 @@ Every job's output goes to target/test-logs/<job>.log; a failed job's output is 
 in full at the end. Durations are kept in the user cache (survives fresh clones on the
 same machine) and the next run starts the longest jobs first.
 
-Usage: scripts/run-tests.py [--jobs N] [--filter TEXT] [--list] [--binaries FILE]
+Usage: scripts/run-tests.py [--jobs N] [--filter TEXT]... [--list] [--binaries FILE]
                             [--gate TEXT=FILE]... [-- CARGO TEST ARGS...]
 """
 
@@ -157,7 +157,7 @@ def list_tests(b: Binary) -> list[str]:
     return [l[: -len(": test")] for l in out.splitlines() if l.endswith(": test")]
 
 
-def plan(bins: list[Binary], filt: str | None, history: dict) -> list[Job]:
+def plan(bins: list[Binary], filt: list[str] | None, history: dict) -> list[Job]:
     jobs: list[Job] = []
     for b in bins:
         tests = list_tests(b)
@@ -177,7 +177,7 @@ def plan(bins: list[Binary], filt: str | None, history: dict) -> list[Job]:
         else:
             jobs.append(Job(label, b, [], tests=len(tests)))
     if filt:
-        jobs = [j for j in jobs if filt in j.name]
+        jobs = [j for j in jobs if any(f in j.name for f in filt)]
     for j in jobs:
         h = history.get(j.name, {})
         j.expected = float(h.get("seconds", 0.0))
@@ -242,7 +242,11 @@ def main() -> int:
         default=int(os.environ.get("CELLD_TEST_JOBS", "0")) or None,
         help="jobs at once (default: CELLD_TEST_JOBS, else 4 per core)",
     )
-    ap.add_argument("--filter", help="only jobs whose name contains this text")
+    ap.add_argument(
+        "--filter",
+        action="append",
+        help="only jobs whose name contains this text (repeat: any of them)",
+    )
     ap.add_argument(
         "--binaries",
         help="cargo's JSON messages of a `cargo test --no-run` already done (no build here)",

@@ -131,6 +131,9 @@ finish controlplane
 # stripped): the same packaging as a release image at about half the compile time; the
 # test runs the same build again (a no-op then). Publish with the default, image.
 export CELLD_IMAGE_PROFILE=dev
+# A test that uses the engines outside the gitops_* files waits for this file itself.
+export CELLD_GITOPS_BUILD_DONE="$STEPS/gitops.done"
+rm -f "$CELLD_GITOPS_BUILD_DONE"
 background gitops "Go: real Argo CD and Flux code for the GitOps tests (cached per version)" \
   tests/gitops/build.sh
 background image "crane and the static (musl) celld-healer for the image test (crane cached per version)" \

@@ -21,9 +21,41 @@ pub fn gitops_dir() -> PathBuf {
     repo_root().join("tests/.cluster/gitops")
 }
 
+/// The variable `scripts/test-all.sh` sets to the file its background GitOps build
+/// writes when it ends ("ok", or the failure).
+pub const BUILD_DONE_ENV: &str = "CELLD_GITOPS_BUILD_DONE";
+
+/// Waits for a GitOps build running beside the tests, if there is one
+/// (`$CELLD_GITOPS_BUILD_DONE`): a test that uses the engines outside the `gitops_*`
+/// files (which the runner starts only once the build is done) must not read its
+/// outputs half-written. Fails when that build failed.
+pub fn wait_for_build() -> Result<()> {
+    let Some(done) = std::env::var_os(BUILD_DONE_ENV).map(PathBuf::from) else {
+        return Ok(());
+    };
+    let start = std::time::Instant::now();
+    loop {
+        // Written by `echo`: an empty file is one being written.
+        if let Ok(text) = std::fs::read_to_string(&done)
+            && !text.trim().is_empty()
+        {
+            let text = text.trim();
+            ensure!(text == "ok", "the GitOps build beside the tests failed: {text}");
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < std::time::Duration::from_secs(3_600),
+            "the GitOps build beside the tests did not end within an hour ({} missing)",
+            done.display()
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
 /// A binary built by `tests/gitops/build.sh`; `None` (after a loud notice) when it is
 /// missing and `CELLD_E2E` is not `1`, an error when it is.
 pub fn engine(name: &str, test: &str) -> Result<Option<PathBuf>> {
+    wait_for_build()?;
     let p = gitops_dir().join("bin").join(name);
     if p.is_file() {
         return Ok(Some(p));
@@ -131,6 +163,7 @@ impl Bundle {
 
     /// `argocd-cm` as Argo CD ships it (from the module built), then our rendered patch.
     pub fn argocd_config_maps(&self) -> Result<Vec<Value>> {
+        wait_for_build()?;
         let shipped = gitops_dir().join("argocd/argocd-cm.yaml");
         let text = std::fs::read_to_string(&shipped).with_context(|| {
             format!("reading {} (run tests/gitops/build.sh)", shipped.display())
