@@ -40,7 +40,10 @@ pub fn wait_for_build() -> Result<()> {
             && !text.trim().is_empty()
         {
             let text = text.trim();
-            ensure!(text == "ok", "the GitOps build beside the tests failed: {text}");
+            ensure!(
+                text == "ok",
+                "the GitOps build beside the tests failed: {text}"
+            );
             return Ok(());
         }
         ensure!(

@@ -228,7 +228,7 @@ async fn lead_again(env: &mut Env) -> Result<()> {
     .await?;
     // A freezes; B leads; the volume comes back and B sees the claim Bound.
     env.h(a).pause();
-    wait_for("healer-b to lead", Duration::from_secs(30), || async {
+    wait_for("healer-b to lead", Duration::from_secs(60), || async {
         Ok((env.h(b).metric("celld_healer_leader").await.unwrap_or(0.0) == 1.0).then_some(()))
     })
     .await?;
