@@ -208,11 +208,4 @@ pub struct Handoff {
     pub record: HandoffRecord,
 }
 
-/// Why a member gets a fresh disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HandoffCause {
-    /// Its claim is Lost.
-    LostDisk,
-    /// It was the only member down for the replacement delay.
-    DownTooLong,
-}
+pub use crate::record::HandoffCause;

@@ -18,6 +18,21 @@ pub struct HandoffRecord {
     pub claim_resource_version: String,
     /// Set only after the guarded Pod delete was acknowledged.
     pub committed: bool,
+    /// The rule that started the handoff, whose facts rule H6 checks again before the
+    /// claim is deleted. Absent in records written before it existed: those are checked
+    /// as a member down too long unless their claim is Lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<HandoffCause>,
+}
+
+/// Why a member gets a fresh disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HandoffCause {
+    /// Its claim is Lost (rule R2).
+    LostDisk,
+    /// It was the only member down for the replacement delay (rule R3).
+    DownTooLong,
 }
 
 impl HandoffRecord {

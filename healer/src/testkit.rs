@@ -261,6 +261,7 @@ impl Edit for Snapshot {
             claim_uid: c.uid,
             claim_resource_version: c.resource_version,
             committed,
+            cause: Some(crate::record::HandoffCause::DownTooLong),
         }));
     }
 }

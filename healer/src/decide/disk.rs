@@ -413,6 +413,7 @@ fn handoff(_cx: &Ctx, p: &Pod, c: &Claim, cause: HandoffCause, m: &str) -> Outco
         claim_uid: c.uid.clone(),
         claim_resource_version: c.resource_version.clone(),
         committed: false,
+        cause: Some(cause),
     };
     let why = match cause {
         HandoffCause::LostDisk => "its disk is lost",

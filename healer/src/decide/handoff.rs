@@ -12,15 +12,22 @@
 //! - H4 (release): the claim is deleting or gone: remove the hold.
 //! - H5 (malformed or stray): a record that cannot be read, names another fleet, is
 //!   committed on a live Pod, or markers without a record: abort.
+//! - H6 (still justified): before H3 deletes the claim, the facts of the rule that started
+//!   the handoff (recorded in it) hold again on the fresh read that confirms the delete:
+//!   for a lost disk (R2), the claim is still Lost and no other claim is (R8); for a
+//!   member down too long (R3), every other member is ready. Otherwise abort, keeping
+//!   the disk: a second member down between the decision and the last step must not cost
+//!   a disk.
 //!
 //! A status edit, a missing Pod or a missing object never leads to a claim deletion here:
 //! only a committed record on a held, terminating Pod does.
 
-use celld_api::labels::CLAIM_TEMPLATE;
+use celld_api::labels::{CLAIM_TEMPLATE, member_name, member_ordinal};
 
 use super::{Ctx, Outcome};
 use crate::plan::{Action, ClaimDeletion};
-use crate::snapshot::{Pod, RecordState, WorkloadKind};
+use crate::record::{HandoffCause, HandoffRecord};
+use crate::snapshot::{Claim, ClaimPhase, Pod, RecordState, WorkloadKind};
 
 /// Resolves the first Pod (by name) carrying any of the healer's handoff markers. Only
 /// this fleet's member names (`<fleet>-<n>`) are considered: another fleet with the same
@@ -66,6 +73,48 @@ fn release(p: &Pod, why: &str) -> Outcome {
         },
         format!("Finishing the disk replacement of {}: {why}", p.name),
     )
+}
+
+/// Rule H6: why the facts that started this handoff no longer hold, if they do not.
+fn unjustified(cx: &Ctx, p: &Pod, rec: &HandoffRecord, c: &Claim) -> Option<String> {
+    let lost = |c: &&Claim| c.phase == ClaimPhase::Lost && !c.terminating();
+    let n = cx.workload.map_or(0, |w| w.replicas.max(0) as usize);
+    let own = member_ordinal(&cx.fleet.name, &p.name).map(|o| o as usize);
+    match rec.cause {
+        Some(HandoffCause::LostDisk) => {
+            if c.phase != ClaimPhase::Lost {
+                return Some(format!(
+                    "its claim {} is no longer Lost, so its disk may be whole",
+                    c.name
+                ));
+            }
+            let others: Vec<&str> = (0..n)
+                .filter(|&o| Some(o) != own)
+                .filter_map(|o| cx.own_claim(o))
+                .filter(lost)
+                .filter(|o| !cx.fleet.accepted_disk_loss.contains(&o.uid))
+                .map(|o| o.name.as_str())
+                .collect();
+            (!others.is_empty()).then(|| {
+                format!(
+                    "claim {} is Lost too, and several disks lost at once are held (rule R8)",
+                    others.join(", ")
+                )
+            })
+        }
+        // A record from before H6: a Lost claim is a lost disk; otherwise a member
+        // down too long.
+        None if c.phase == ClaimPhase::Lost => None,
+        Some(HandoffCause::DownTooLong) | None => (0..n)
+            .filter(|&o| Some(o) != own)
+            .find(|&o| !cx.member(o).is_some_and(|q| !q.terminating() && q.is_ready()))
+            .map(|o| {
+                format!(
+                    "member {} went down too since the decision; no disk is replaced while more than one member is down",
+                    member_name(&cx.fleet.name, o as u32)
+                )
+            }),
+    }
 }
 
 fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
@@ -162,6 +211,12 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
             p,
             format!("claim {claim_name} changed since the decision (it may have been repaired)"),
         ),
+        // Rule H6 (still justified), on the fresh read that confirms H3.
+        Some(c)
+            if let Some(why) = unjustified(cx, p, rec, c).filter(|_| super::mutation::on("H6")) =>
+        {
+            abort("H6", p, why)
+        }
         // Rule H3 (finish): delete the old disk, exactly as recorded.
         Some(c) => Outcome::act(
             "H3",

@@ -198,6 +198,7 @@ fn build(w: &World) -> Snapshot {
                         c.resource_version.clone()
                     },
                     committed: m.marker >= 2,
+                    cause: None,
                 }));
             }
         }

@@ -101,6 +101,7 @@ fn handoffs_of_another_fleet_with_the_same_identity_are_left_to_it() {
         claim_uid: "copy-claim-0".into(),
         claim_resource_version: "1".into(),
         committed: false,
+        cause: None,
     }));
     s.pods.push(other);
     s.claims.push(copy_claim(0));

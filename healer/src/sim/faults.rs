@@ -194,6 +194,11 @@ impl Sim {
             Fault::Invalid if self.rng.chance(10) => {
                 self.conflict_on_commit = true;
             }
+            Fault::Invalid if self.rng.chance(15) => {
+                // Armed: another member goes down right after the next handoff commits,
+                // so its last step meets rule H6 (abort, keep the disk).
+                self.down_on_commit = true;
+            }
             Fault::Invalid if self.rng.chance(50) => {
                 // Armed: the spec turns invalid right after the next handoff commits, so
                 // a committed handoff meets rule H2 (abort, keep the disk).

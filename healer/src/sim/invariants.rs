@@ -283,6 +283,21 @@ impl Sim {
                         claim_name(FLEET, c.ord)
                     )));
                 }
+                // H6: still justified when the last step lands. A lost disk is still
+                // Lost; otherwise every other member is up.
+                if c.phase != Phase::Lost {
+                    let n = self.sts.as_ref().map_or(0, |s| s.replicas.max(0)) as u32;
+                    if let Some(o) = (0..n).filter(|&o| o != c.ord).find(|&o| {
+                        !self
+                            .pod_idx(o)
+                            .is_some_and(|k| self.pods[k].ready && self.pods[k].deletion.is_none())
+                    }) {
+                        return Err(Violation(format!(
+                            "claim {} deleted while member {o} was down too",
+                            claim_name(FLEET, c.ord)
+                        )));
+                    }
+                }
             }
         }
         Ok(())

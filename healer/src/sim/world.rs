@@ -243,6 +243,8 @@ pub(super) struct Sim {
     pub(super) invalid_on_commit: bool,
     /// An older fleet with the same identity shows up right after the next commit.
     pub(super) conflict_on_commit: bool,
+    /// Another member goes down right after the next handoff commits (rule H6).
+    pub(super) down_on_commit: bool,
     /// When deletion protection is turned off (deliberate deletion after a refusal).
     pub(super) unprotect_at: Option<i64>,
     /// No convergence promise (two faults at once, or a conflicted fleet).
@@ -317,6 +319,7 @@ pub(super) fn decoys() -> Vec<Decoy> {
                     claim_uid: "decoy-claim-0".into(),
                     claim_resource_version: "1".into(),
                     committed: false,
+                    cause: None,
                 })
             }),
             force_deleted: false,
@@ -420,6 +423,7 @@ impl Sim {
             reserved_on_commit: false,
             invalid_on_commit: false,
             conflict_on_commit: false,
+            down_on_commit: false,
             unprotect_at: None,
             safety_only: false,
             deposed: false,

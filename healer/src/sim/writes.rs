@@ -201,6 +201,21 @@ impl Sim {
                     p.rv = rv;
                     self.out.handoffs += 1;
                 });
+                if std::mem::take(&mut self.down_on_commit) {
+                    let ord = self.pods[i].ord;
+                    if let Some(k) = self
+                        .pods
+                        .iter()
+                        .position(|p| p.ord != ord && p.ready && p.deletion.is_none())
+                    {
+                        let back = self.now + self.rng.range(20_000, 120_000);
+                        let down = self.pods[k].ord;
+                        self.log(|| format!("member {down} went down after the commit"));
+                        self.fail_pod(k, Container::Starting(back));
+                        self.kick();
+                        self.interrupted();
+                    }
+                }
                 if std::mem::take(&mut self.conflict_on_commit) {
                     // The healer learns of an older fleet with this identity (its watch
                     // caught up) while a handoff is committed: rule H2 must abort it.

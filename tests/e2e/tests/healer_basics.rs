@@ -103,13 +103,20 @@ async fn growth(env: &mut Env) -> Result<()> {
         );
     }
 
-    // The members' application view (each stub answers a fresh, converged view).
-    let app = wait_for("status.application", Duration::from_secs(30), || async {
-        let f = fleets.get("alpha").await?;
-        Ok(f.status
-            .filter(|s| !s.runtime_versions.is_empty())
-            .and_then(|s| s.application.map(|a| (a, s.runtime_versions))))
-    })
+    // The members' application view (each stub answers a fresh, converged view). An
+    // observation made while a member was still starting reports it incomplete; the
+    // next one (a minute later, --application-interval) sees all three.
+    let app = wait_for(
+        "a converged status.application",
+        Duration::from_secs(90),
+        || async {
+            let f = fleets.get("alpha").await?;
+            Ok(f.status
+                .filter(|s| !s.runtime_versions.is_empty())
+                .and_then(|s| s.application.map(|a| (a, s.runtime_versions)))
+                .filter(|(a, _)| a.converged == "True" && a.observed_members == 3))
+        },
+    )
     .await?;
     eprintln!(
         "[growth] alpha application view: {:?}, versions {:?}",

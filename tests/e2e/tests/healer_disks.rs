@@ -8,6 +8,8 @@
 //!    deleted.
 //!
 //! Rule R8: two volumes lost at once hold every disk until the loss is accepted by uid.
+//! Rule H6: a second member down between a handoff's commit and its last step keeps the
+//! disk.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -216,6 +218,110 @@ async fn two_lost(env: &mut Env) -> Result<()> {
         "data-alpha-0 changed uid"
     );
     wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_member_down_before_the_last_step_keeps_the_disk() -> Result<()> {
+    let Some(mut env) = Env::start("second-down").await? else {
+        return Ok(());
+    };
+    let r = second_down(&mut env).await;
+    env.finish(r).await
+}
+
+/// Rule H6: a handoff committed for a member down too long, then a second member's node
+/// stops before the claim is deleted (the healer is killed right after the commit). The
+/// healer that comes next finds the fleet with two members down: it aborts, keeping the
+/// disk, and the member returns on it.
+async fn second_down(env: &mut Env) -> Result<()> {
+    let pods: Api<Pod> = env.api();
+    let f = env.persistent(&env.ns, "sd", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    let h = normal_healer(env)?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_disks_older_than_new_pods(env, &["data-sd-1"], FRESH_DISK_AGE).await?;
+    let first = pods.get("sd-1").await?.metadata.uid.clone();
+    pods.delete("sd-1", &Default::default()).await?;
+    wait_for("sd-1 recreated", Duration::from_secs(60), || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            Ok(pods
+                .get_opt("sd-1")
+                .await?
+                .filter(|x| x.metadata.uid != first && pod_ready(x))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    env.h_mut(h).terminate();
+    let before = claims(env).await?;
+    wait_ready_for(
+        env,
+        &["sd-0", "sd-2"],
+        ABSORB_WINDOW,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let p1 = pods.get("sd-1").await?;
+    run_until_halt(env, "commit", async {
+        set_stub_mode(&p1, json!({"health": "unhealthy"})).await
+    })
+    .await?;
+    let p = pods.get("sd-1").await?;
+    ensure!(
+        record(&p).is_some_and(|r| r.committed) && held(&p),
+        "after commit: {:?}",
+        p.metadata
+    );
+    // A second member goes down before the last step.
+    let node = node_of(&pods.get("sd-2").await?);
+    env.sim.control.stop_node(&node).await?;
+    wait_for("sd-2 not ready", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move {
+            Ok(pods
+                .get_opt("sd-2")
+                .await?
+                .filter(|p| !pod_ready(p))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    normal_healer(env)?;
+    let abort = wait_for(
+        "the handoff aborted (rule H6)",
+        Duration::from_secs(60),
+        || async {
+            let evs = fleet_events(&env.client, &env.ns, Some("sd")).await?;
+            Ok(evs.into_iter().find(|e| e.action == "AbortHandoff"))
+        },
+    )
+    .await?;
+    eprintln!("[second-down] {}", abort.note);
+    ensure!(
+        abort.note.contains("sd-2"),
+        "the abort does not name sd-2: {}",
+        abort.note
+    );
+    wait_for("sd-1 back on its own disk", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move {
+            Ok(pods
+                .get_opt("sd-1")
+                .await?
+                .filter(|p| pod_ready(p) && !markers(p) && p.metadata.deletion_timestamp.is_none())
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    let after = claims(env).await?;
+    ensure!(
+        before["data-sd-1"].0 == after["data-sd-1"].0,
+        "data-sd-1 was replaced with two members down"
+    );
+    env.sim.control.start_node(&node).await?;
     Ok(())
 }
 
