@@ -280,6 +280,7 @@ struct WorkloadStatus {
     updated_replicas: Option<i32>,
     current_revision: Option<String>,
     update_revision: Option<String>,
+    claim_retention: ClaimRetention,
 }
 
 /// The one builder of both workload kinds: the metadata every rule needs, refused when
@@ -310,11 +311,16 @@ fn workload(
         updated_replicas: st.updated_replicas.unwrap_or(0),
         current_revision: st.current_revision,
         update_revision: st.update_revision,
+        claim_retention: st.claim_retention,
     })
 }
 
 fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
     let st = s.status.clone().unwrap_or_default();
+    let policy = s
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref());
     workload(
         WorkloadKind::StatefulSet,
         &s.metadata,
@@ -326,6 +332,10 @@ fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
             updated_replicas: st.updated_replicas,
             current_revision: st.current_revision,
             update_revision: st.update_revision,
+            claim_retention: ClaimRetention::from_fields(
+                policy.and_then(|p| p.when_deleted.as_deref()),
+                policy.and_then(|p| p.when_scaled.as_deref()),
+            ),
         },
     )
 }
@@ -344,6 +354,7 @@ fn deployment(d: &Deployment) -> Result<Workload, ObserveError> {
             // Deployments have no revisions of their own (their ReplicaSets do).
             current_revision: None,
             update_revision: None,
+            claim_retention: ClaimRetention::default(),
         },
     )
 }
@@ -500,7 +511,12 @@ fn claim(c: &PersistentVolumeClaim) -> Result<Claim, ObserveError> {
         uid: need(K, m, "uid", &m.uid)?,
         resource_version: need(K, m, "resourceVersion", &m.resource_version)?,
         identity: label(m, IDENTITY).cloned(),
-        has_owner_references: m.owner_references.as_ref().is_some_and(|o| !o.is_empty()),
+        owner: m
+            .owner_references
+            .iter()
+            .flatten()
+            .next()
+            .map(|o| format!("{}/{}", o.kind, o.name)),
         created: created(K, m)?,
         deletion: m.deletion_timestamp.as_ref().map(ts),
         phase: match c.status.as_ref().and_then(|s| s.phase.as_deref()) {
@@ -630,6 +646,59 @@ mod tests {
         // The claim has no identity label but sits at a member name: kept, as foreign.
         assert_eq!(s.claims[0].identity, None);
         assert_eq!(s.claims[0].phase, ClaimPhase::Lost);
+    }
+
+    #[test]
+    fn reads_the_claim_retention_policy_and_claim_owners() {
+        let f = fleet();
+        let observe_with = |policy: serde_json::Value| {
+            let mut s = sts();
+            let mut spec = serde_json::to_value(s.spec.take().unwrap()).unwrap();
+            spec["persistentVolumeClaimRetentionPolicy"] = policy;
+            s.spec = Some(serde_json::from_value(spec).unwrap());
+            let mut c = claim();
+            c.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "StatefulSet".into(),
+                name: "alpha".into(),
+                uid: "sts-uid".into(),
+                ..OwnerReference::default()
+            }]);
+            snapshot(Inputs {
+                fleet: &f,
+                invalid: &[],
+                workload: Some(WorkloadObject::StatefulSet(&s)),
+                pods: &[],
+                claims: &[c],
+                replica_sets: &[],
+                zones: &NodeOneInB,
+                infrastructure: &Infrastructure::default(),
+                capacity: &CapacitySignal::default(),
+                identity_conflict: None,
+                force_delete_retry: &BTreeMap::new(),
+                reservation: None,
+            })
+            .unwrap()
+        };
+        let s = observe_with(json!({"whenScaled": "Delete"}));
+        let r = &s.workload.as_ref().unwrap().claim_retention;
+        assert!(!r.keeps_claims());
+        assert_eq!(r.describe(), "whenScaled: Delete");
+        assert_eq!(s.claims[0].owner.as_deref(), Some("StatefulSet/alpha"));
+        // Absent fields are the API server's default, Retain.
+        for kept in [
+            json!({}),
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        ] {
+            let s = observe_with(kept);
+            assert!(s.workload.unwrap().claim_retention.keeps_claims());
+        }
+        // A value this healer does not know is not taken for Retain.
+        let s = observe_with(json!({"whenDeleted": "Archive"}));
+        assert_eq!(
+            s.workload.unwrap().claim_retention.describe(),
+            "whenDeleted: Archive"
+        );
     }
 
     #[test]

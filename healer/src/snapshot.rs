@@ -193,6 +193,53 @@ pub struct Workload {
     pub current_revision: Option<String>,
     /// status.updateRevision (StatefulSet).
     pub update_revision: Option<String>,
+    /// spec.persistentVolumeClaimRetentionPolicy of a StatefulSet, field by field
+    /// (absent fields are `Retain`, the API server's default); always kept for a
+    /// Deployment, which has no claims.
+    pub claim_retention: ClaimRetention,
+}
+
+/// What a StatefulSet's controller does with the claims of Pods it removes, as
+/// `spec.persistentVolumeClaimRetentionPolicy` says. The rendering keeps every claim
+/// (`Retain` for both); anything else lets the controller and the garbage collector
+/// delete disks the healer's rules count on (rule W5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimRetention {
+    /// `whenDeleted`, when it is not `Retain` (the value as written).
+    pub when_deleted: Option<String>,
+    /// `whenScaled`, when it is not `Retain` (the value as written).
+    pub when_scaled: Option<String>,
+}
+
+impl ClaimRetention {
+    /// The value that keeps claims, the rendering's for both fields.
+    pub const RETAIN: &'static str = "Retain";
+
+    /// From the live fields; an absent field is the API server's default, `Retain`.
+    pub fn from_fields(when_deleted: Option<&str>, when_scaled: Option<&str>) -> Self {
+        let drifted = |v: Option<&str>| v.filter(|v| *v != Self::RETAIN).map(str::to_string);
+        ClaimRetention {
+            when_deleted: drifted(when_deleted),
+            when_scaled: drifted(when_scaled),
+        }
+    }
+
+    /// Every field keeps claims.
+    pub fn keeps_claims(&self) -> bool {
+        self.when_deleted.is_none() && self.when_scaled.is_none()
+    }
+
+    /// The drifted fields, for a message: `whenScaled: Delete`.
+    pub fn describe(&self) -> String {
+        [
+            ("whenDeleted", &self.when_deleted),
+            ("whenScaled", &self.when_scaled),
+        ]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 impl Workload {
@@ -403,8 +450,10 @@ pub struct Claim {
     pub resource_version: String,
     /// Value of the identity label, if any.
     pub identity: Option<String>,
-    /// metadata.ownerReferences is non-empty.
-    pub has_owner_references: bool,
+    /// The first of metadata.ownerReferences, as `Kind/name` (none: not owned). An
+    /// owned claim is not the healer's to act on, and the garbage collector deletes it
+    /// with its owner (rule W6 reports it).
+    pub owner: Option<String>,
     /// metadata.creationTimestamp.
     pub created: Timestamp,
     /// metadata.deletionTimestamp.

@@ -99,6 +99,7 @@ fn fleet_of(profile: Profile, sts: bool, n: i32) -> Snapshot {
         updated_replicas: n,
         current_revision: sts.then(|| "rev-1".into()),
         update_revision: sts.then(|| "rev-1".into()),
+        claim_retention: Default::default(),
     };
     let pods = (0..n as u32).map(|o| member(o, kind)).collect();
     let claims = (0..n as u32).map(claim).collect();
@@ -182,7 +183,7 @@ pub fn claim(o: u32) -> Claim {
         uid: format!("claim-{o}-uid"),
         resource_version: format!("{}", 300 + o),
         identity: Some(ID.into()),
-        has_owner_references: false,
+        owner: None,
         created: at(-180),
         deletion: None,
         phase: ClaimPhase::Bound,

@@ -19,6 +19,21 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
         }
         WorkloadKind::Deployment => "a member".to_string(),
     };
+    // Rule W5 (claim retention): the live StatefulSet's retention policy deletes the
+    // claims of removed members (or all of them with the set), unlike the rendering;
+    // removing a member would delete its disk. Held until the policy is Retain again.
+    if !w.claim_retention.keeps_claims() && super::mutation::on("W5") {
+        return Step::Hold(Outcome::report(
+            "W5",
+            Reason::LifecycleBlocked,
+            format!(
+                "Not removing {victim}: {} {} has persistentVolumeClaimRetentionPolicy {}, which deletes disks; restore Retain (the rendering's) to let it shrink",
+                w.kind.as_str(),
+                w.name,
+                w.claim_retention.describe()
+            ),
+        ));
+    }
     // Rule C1 (rolled out): the previous change finished, every replica updated and ready.
     if !w.rolled_out() {
         return Step::Hold(Outcome::report(

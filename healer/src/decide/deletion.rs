@@ -35,6 +35,21 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
                 ),
             );
         }
+        // Rule W5 (claim retention) in deletion: deleting a set whose retention policy
+        // deletes claims hands every disk to the garbage collector at once, before the
+        // members have drained. Held until the policy is Retain again.
+        if !w.deleting && !w.claim_retention.keeps_claims() && super::mutation::on("W5") {
+            return Outcome::report(
+                "W5",
+                Reason::DeletionBlocked,
+                format!(
+                    "{} {} has persistentVolumeClaimRetentionPolicy {}, which deletes disks outside the deletion order; restore Retain (the rendering's) to let the deletion go on",
+                    w.kind.as_str(),
+                    w.name,
+                    w.claim_retention.describe()
+                ),
+            );
+        }
         if !w.deleting {
             // Rule D2 (workload, foreground).
             return Outcome::act(
@@ -100,6 +115,11 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
                 "Deleting the fleet: waiting for the workload and its {left} member Pods to go"
             ),
         );
+    }
+    // Rule W6 (owned claim) in deletion: a claim of the fleet that something owns is
+    // reported, not skipped: its fate is its owner's.
+    if let Some(o) = super::owned_claim(cx).filter(|_| super::mutation::on("W6")) {
+        return o;
     }
     // Rule D5 (claims): every claim of this fleet, removed members' included: named
     // `data-<fleet>-<n>`, with the identity and no owner, one per step. A claim with the

@@ -310,7 +310,7 @@ impl<'a> Ctx<'a> {
 
     /// A claim carrying our identity and no owner: the healer may act on it.
     pub fn claim_is_ours(&self, c: &Claim) -> bool {
-        c.identity.as_deref() == Some(self.fleet.identity.as_str()) && !c.has_owner_references
+        c.identity.as_deref() == Some(self.fleet.identity.as_str()) && c.owner.is_none()
     }
 
     /// A workload the healer may act on: our identity, no owners, the expected kind.
@@ -332,6 +332,30 @@ impl<'a> Ctx<'a> {
         }
         &mut self.notes[o]
     }
+}
+
+/// Rule W6's report: the first claim at one of the fleet's member names that carries
+/// its identity and an owner.
+pub(crate) fn owned_claim(cx: &Ctx) -> Option<Outcome> {
+    let identity = cx.fleet.identity.as_str();
+    let (c, owner) = cx.claims.iter().flatten().find_map(|c| {
+        (c.identity.as_deref() == Some(identity))
+            .then_some(())
+            .and(c.owner.as_deref().map(|o| (c, o)))
+    })?;
+    let (reason, doing) = if cx.fleet.deleting {
+        (Reason::DeletionBlocked, "deletion waits")
+    } else {
+        (Reason::LifecycleBlocked, "lifecycle actions are held")
+    };
+    Some(Outcome::report(
+        "W6",
+        reason,
+        format!(
+            "Claim {} carries this fleet's identity but is owned by {owner}: the garbage collector would delete it with its owner, so the healer neither uses nor replaces it and {doing}. Remove the owner reference (restoring the StatefulSet's persistentVolumeClaimRetentionPolicy to Retain makes its controller do so)",
+            c.name
+        ),
+    ))
 }
 
 /// What a replica rule concluded.
@@ -495,6 +519,14 @@ fn run(cx: &mut Ctx) -> Outcome {
                 w.replicas
             ),
         );
+    }
+    // Rule W6 (owned claim): a claim at a member's name with the fleet's identity that
+    // something owns is neither used nor replaced nor treated as foreign: the garbage
+    // collector deletes it with its owner (a hand-edited retention policy adds such
+    // owners), so no Pod or disk is touched until a person removes the owner.
+    if let Some(o) = owned_claim(cx).filter(|_| mutation::on("W6")) {
+        capacity::compute(cx);
+        return o;
     }
     // Rule F1 (force-deletion), every StatefulSet fleet.
     if w.kind == WorkloadKind::StatefulSet

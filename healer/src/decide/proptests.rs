@@ -313,7 +313,7 @@ proptest! {
             Some(Action::DeleteClaim { name, uid, resource_version, purpose }) => {
                 let c = s.claims.iter().find(|c| &c.name == name).unwrap();
                 prop_assert_eq!(c.identity.as_deref(), Some(ID), "foreign claim deleted");
-                prop_assert!(!c.has_owner_references);
+                prop_assert!(c.owner.is_none());
                 prop_assert_eq!(&c.uid, uid);
                 prop_assert_eq!(&c.resource_version, resource_version);
                 match purpose {

@@ -1163,3 +1163,112 @@ fn r8_one_lost_claim_is_routine() {
     s.lose(1);
     assert_eq!(plan(&s, T0).rule, "R2");
 }
+
+#[test]
+fn w5_a_retention_policy_that_deletes_claims_holds_contraction() {
+    for (deleted, scaled) in [(None, Some("Delete")), (Some("Delete"), None)] {
+        let mut s = persistent(4);
+        s.fleet.members = Some(3);
+        s.sts().claim_retention = ClaimRetention::from_fields(deleted, scaled);
+        let p = plan(&s, T0);
+        assert_eq!(p.action, None);
+        assert_eq!((p.rule, reason(&p)), ("W5", "LifecycleBlocked"));
+        assert!(blocked(&p));
+        let m = message(&p);
+        assert!(m.contains("persistentVolumeClaimRetentionPolicy"), "{m}");
+        assert!(m.contains(": Delete"), "{m}");
+        assert!(m.contains("member alpha-3"), "{m}");
+    }
+}
+
+#[test]
+fn w5_retain_written_out_or_left_to_the_default_lets_contraction_go_on() {
+    for retention in [
+        ClaimRetention::from_fields(Some("Retain"), Some("Retain")),
+        ClaimRetention::from_fields(None, None),
+    ] {
+        let mut s = persistent(4);
+        s.fleet.members = Some(3);
+        s.sts().claim_retention = retention;
+        let p = plan(&s, T0);
+        assert_eq!(p.rule, "C3");
+        assert!(matches!(
+            p.action,
+            Some(Action::SetReplicas { replicas: 3, .. })
+        ));
+    }
+}
+
+#[test]
+fn w5_growth_and_healing_go_on_under_a_drifted_retention_policy() {
+    // Neither adds nor replaces a disk through the policy: only removal is held.
+    let mut s = persistent(3);
+    s.fleet.members = Some(4);
+    s.sts().claim_retention = ClaimRetention::from_fields(Some("Delete"), Some("Delete"));
+    assert!(matches!(
+        plan(&s, T0).action,
+        Some(Action::SetReplicas { replicas: 4, .. })
+    ));
+    let mut s = persistent(3);
+    s.sts().claim_retention = ClaimRetention::from_fields(None, Some("Delete"));
+    s.lose(1);
+    assert_eq!(plan(&s, T0).rule, "R2");
+}
+
+#[test]
+fn w5_a_drifted_retention_policy_holds_the_workload_deletion() {
+    let mut s = persistent(3);
+    s.fleet.deleting = true;
+    s.sts().claim_retention = ClaimRetention::from_fields(Some("Delete"), None);
+    let p = plan(&s, T0);
+    assert_eq!(
+        (p.action.clone(), p.rule, reason(&p)),
+        (None, "W5", "DeletionBlocked")
+    );
+    assert!(
+        message(&p).contains("whenDeleted: Delete"),
+        "{}",
+        message(&p)
+    );
+    // Protection still comes first.
+    s.fleet.deletion_protected = true;
+    assert_eq!(plan(&s, T0).rule, "D8");
+}
+
+#[test]
+fn w6_an_owned_claim_of_the_fleet_is_reported_and_nothing_is_touched() {
+    let mut s = persistent(3);
+    s.claims[1].owner = Some("StatefulSet/alpha".into());
+    // Lost too: without W6 it would be neither ours to replace nor visibly held.
+    s.lose(1);
+    let p = plan(&s, T0);
+    assert_eq!(p.action, None);
+    assert_eq!((p.rule, reason(&p)), ("W6", "LifecycleBlocked"));
+    let m = message(&p);
+    assert!(
+        m.contains("data-alpha-1") && m.contains("owned by StatefulSet/alpha"),
+        "{m}"
+    );
+}
+
+#[test]
+fn w6_an_owned_claim_holds_the_end_of_a_deletion() {
+    let mut s = persistent(2);
+    s.fleet.deleting = true;
+    s.workload = None;
+    s.pods.clear();
+    s.claims[0].owner = Some("Pod/alpha-0".into());
+    let p = plan(&s, T0);
+    assert_eq!(
+        (p.action.clone(), p.rule, reason(&p)),
+        (None, "W6", "DeletionBlocked")
+    );
+}
+
+#[test]
+fn w6_an_owned_claim_of_another_identity_is_not_ours_to_report() {
+    let mut s = persistent(3);
+    s.claims[2].identity = Some(OTHER_ID.into());
+    s.claims[2].owner = Some("Backup/nightly".into());
+    assert_ne!(plan(&s, T0).rule, "W6");
+}

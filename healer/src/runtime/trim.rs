@@ -13,7 +13,8 @@
 //!   statuses' name, state, last state, container id, restart count, readiness and
 //!   image (`observe`, [`super::members`], [`super::collector`]);
 //! - StatefulSet and Deployment: `spec.replicas` and `spec.selector`, and the whole
-//!   status (`observe`, [`super::capacity`]);
+//!   status (`observe`, [`super::capacity`]); a StatefulSet's
+//!   `spec.persistentVolumeClaimRetentionPolicy` too (rule W5);
 //! - PersistentVolumeClaim: `spec.volumeName` (the member's zone falls back to its
 //!   volume's) and `status.phase` (`observe`; the claim is matched by name and label);
 //! - CelldFleet, Service, reservation and ReplicaSet metadata: whole, since their specs
@@ -96,6 +97,8 @@ impl Trim for StatefulSet {
             self.spec = Some(StatefulSetSpec {
                 replicas: spec.replicas,
                 selector: spec.selector,
+                persistent_volume_claim_retention_policy: spec
+                    .persistent_volume_claim_retention_policy,
                 ..StatefulSetSpec::default()
             });
         }
@@ -238,7 +241,9 @@ mod tests {
                      "selector": {"matchLabels": {"fleet.celld.dev/identity": IDENTITY}},
                      "template": {"metadata": {"labels": {"fleet.celld.dev/identity": IDENTITY}},
                                   "spec": {"containers": [{"name": "celld", "image": "i"}]}},
-                     "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+                     "volumeClaimTemplates": [{"metadata": {"name": "data"}}],
+                     // Drifted, so that losing it in the trim would change what is observed.
+                     "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Delete"}},
             "status": {"replicas": 4, "readyReplicas": 3, "updatedReplicas": 4, "observedGeneration": 3,
                        "currentRevision": "alpha-1", "updateRevision": "alpha-2"}
         }))

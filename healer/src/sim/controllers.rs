@@ -429,6 +429,17 @@ impl Sim {
             self.log(|| "deletion protection turned off".into());
             self.kick();
         }
+        if self.unretain_at.is_some_and(|t| t <= now) {
+            self.unretain_at = None;
+            let rv = self.rv();
+            if let Some(sts) = self.sts.as_mut() {
+                sts.retention_deletes = false;
+                sts.generation += 1;
+                sts.rv = rv;
+            }
+            self.log(|| "claim retention policy restored".into());
+            self.kick();
+        }
         if self.undrift_at.is_some_and(|t| t <= now) {
             self.undrift_at = None;
             self.fleet.drift = false;

@@ -22,6 +22,8 @@ pub(super) enum Fault {
     Rollout,
     Pause,
     Drift,
+    /// The StatefulSet's claim retention policy edited by hand to Delete for a while.
+    RetentionDrift,
     HandDeletedClaim,
     /// A claim reported Lost for a while, then Bound again (a restore bringing claims
     /// back before their volumes).
@@ -49,6 +51,7 @@ impl Sim {
             Fault::Rollout,
             Fault::Pause,
             Fault::Drift,
+            Fault::RetentionDrift,
             Fault::HandDeletedClaim,
             Fault::TransientLost,
             Fault::Invalid,
@@ -167,6 +170,26 @@ impl Sim {
                 let t = self.now + self.rng.range(60, 1_200) * 1000;
                 self.undrift_at = Some(t);
                 end = t;
+            }
+            Fault::RetentionDrift => {
+                let rv = self.rv();
+                let Some(sts) = self.sts.as_mut().filter(|s| !s.deleting) else {
+                    return;
+                };
+                sts.retention_deletes = true;
+                sts.generation += 1;
+                sts.rv = rv;
+                let t = self.now + self.rng.range(60, 1_200) * 1000;
+                self.unretain_at = Some(t);
+                end = t;
+                // Often with a contraction from Git at the same time, the change the
+                // edited policy would turn into a deleted disk.
+                if self.fleet.members > 3 && self.rng.below(2) == 0 {
+                    self.fleet.members -= 1;
+                    self.fleet.generation += 1;
+                    self.fleet.rv = self.rv();
+                }
+                self.kick();
             }
             Fault::TransientLost => {
                 let Some(ci) = self.claim_idx(ord).filter(|&c| !self.claims[c].foreign) else {

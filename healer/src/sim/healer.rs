@@ -40,6 +40,11 @@ impl Sim {
                     .to_string(),
                 ),
                 update_revision: Some(sts.update_rev.to_string()),
+                claim_retention: if sts.retention_deletes {
+                    s::ClaimRetention::from_fields(Some("Delete"), Some("Delete"))
+                } else {
+                    s::ClaimRetention::default()
+                },
             }
         });
         let sts_uid = self.sts.as_ref().map_or(0, |s| s.uid);
@@ -99,7 +104,7 @@ impl Sim {
                 uid: c.uid.to_string(),
                 resource_version: c.rv.to_string(),
                 identity: Some(if c.foreign { "someotherfleet" } else { ID }.into()),
-                has_owner_references: false,
+                owner: None,
                 created: ts(c.created),
                 deletion: c.deletion.map(ts),
                 phase: match c.phase {

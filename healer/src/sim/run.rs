@@ -51,6 +51,7 @@ impl Sim {
         for x in [
             self.unpause_at,
             self.undrift_at,
+            self.unretain_at,
             self.revalid_at,
             self.unreserve_at,
             self.unprotect_at,
@@ -97,6 +98,7 @@ impl Sim {
                 && self.unreserve_at.is_none()
                 && self.unpause_at.is_none()
                 && self.undrift_at.is_none()
+                && self.unretain_at.is_none()
                 && self.foreign_gone_at.is_none();
             if let Some(by) = self.converge_by {
                 if calm && self.converged() {

@@ -134,8 +134,9 @@ fn sim_fails_when_the_reservation_is_not_read_fresh() {
 /// only), some seed breaks the invariant it keeps. V1 (invalid spec), V2 (identity
 /// conflict), V3 (bucket reserved to another identity), D8 (deletion protection), the
 /// Lost confirmation window of R2, R8 (no disk replaced while several are Lost), H6 (a
-/// handoff's last step only while what started it still holds), and
-/// the clocks: T2 (readiness timed by the healer's
+/// handoff's last step only while what started it still holds), W5 (no contraction or
+/// workload deletion while a hand-edited retention policy deletes claims), and the
+/// clocks: T2 (readiness timed by the healer's
 /// own observation, not a skewed kubelet's timestamps), T-server (the API server's
 /// timestamps moved onto a skewed healer's clock) and T-lost-version (a Lost claim that
 /// changed while the watch skipped versions is observed anew).
@@ -145,7 +146,8 @@ fn sim_fails_when_the_reservation_is_not_read_fresh() {
 /// model), and forgetting every observation when the lease changes hands or a watch
 /// fails (T-forget: the model's leadership gaps lose nothing the keys of an observation,
 /// a claim's resourceVersion and a Pod's Ready transition time, do not already catch).
-/// Their unit tests show what they hold.
+/// Rule W6 (a claim of the fleet that something owns) is not here either: the model's
+/// claims have no owners. Their unit tests show what they hold.
 #[test]
 fn sim_fails_without_each_guard() {
     for guard in [
@@ -156,6 +158,7 @@ fn sim_fails_without_each_guard() {
         "R2-window",
         "R8",
         "H6",
+        "W5",
         "T2",
         "T-server",
         "T-lost-version",

@@ -128,6 +128,9 @@ pub(super) struct Sts {
     pub(super) replicas: i32,
     pub(super) update_rev: u64,
     pub(super) deleting: bool,
+    /// spec.persistentVolumeClaimRetentionPolicy deletes claims (a hand edit): scaling
+    /// down or deleting the set would delete disks (rule W5).
+    pub(super) retention_deletes: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -197,6 +200,8 @@ pub(super) struct Sim {
     pub(super) node_back: Vec<(i64, usize)>,
     pub(super) unpause_at: Option<i64>,
     pub(super) undrift_at: Option<i64>,
+    /// When a hand-edited claim retention policy is restored to Retain.
+    pub(super) unretain_at: Option<i64>,
     pub(super) foreign_gone_at: Option<i64>,
     pub(super) delete_fleet_at_end: bool,
     pub(super) trace: Option<Vec<String>>,
@@ -332,7 +337,7 @@ pub(super) fn decoys() -> Vec<Decoy> {
             uid: format!("decoy-claim-{o}"),
             resource_version: "1".into(),
             identity: Some(ID.into()),
-            has_owner_references: false,
+            owner: None,
             created: ts(START - 3_600_000),
             deletion: None,
             phase: s::ClaimPhase::Lost,
@@ -345,7 +350,7 @@ pub(super) fn decoys() -> Vec<Decoy> {
             uid: format!("decoy-huge-{i}"),
             resource_version: "1".into(),
             identity: Some(ID.into()),
-            has_owner_references: false,
+            owner: None,
             created: ts(START - 3_600_000),
             deletion: None,
             phase: s::ClaimPhase::Bound,
@@ -402,6 +407,7 @@ impl Sim {
             node_back: Vec::new(),
             unpause_at: None,
             undrift_at: None,
+            unretain_at: None,
             foreign_gone_at: None,
             delete_fleet_at_end: false,
             trace: trace.then(Vec::new),
@@ -479,6 +485,7 @@ impl Sim {
             replicas: members,
             update_rev: 1,
             deleting: false,
+            retention_deletes: false,
         });
         for o in 0..members as u32 {
             let node = (o as usize % ZONES) + ZONES * (o as usize / ZONES);

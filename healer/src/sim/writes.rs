@@ -94,6 +94,11 @@ impl Sim {
                     return conflict(self, "statefulset uid/rv");
                 }
                 self.check_replicas(*from, *replicas)?;
+                if *replicas < *from && sts.retention_deletes {
+                    return Err(Violation(format!(
+                        "contraction from {from} to {replicas} while the claim retention policy deletes the removed members' disks"
+                    )));
+                }
                 let r = *replicas;
                 fate!({
                     let rv = self.rv();
@@ -299,6 +304,12 @@ impl Sim {
                 let same = *uid == sts.uid.to_string() && *resource_version == sts.rv.to_string();
                 if !holds(self, same) {
                     return conflict(self, "statefulset uid/rv");
+                }
+                if sts.retention_deletes {
+                    return Err(Violation(
+                        "workload deleted while the claim retention policy deletes every disk with it"
+                            .into(),
+                    ));
                 }
                 fate!(self.sts.as_mut().unwrap().deleting = true);
             }

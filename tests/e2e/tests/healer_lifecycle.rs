@@ -9,6 +9,10 @@
 //!     claim that is not the fleet's stays.
 //! 11. A Service edited by hand: InfrastructureBlocked, no lifecycle action until Git
 //!     restores it.
+//!
+//! And rules W5 and W6: a claim retention policy edited by hand to Delete holds a
+//! contraction from Git, the owners it gives the claims are reported, and nothing is
+//! deleted until Git restores Retain.
 
 use std::time::{Duration, Instant};
 
@@ -484,5 +488,149 @@ async fn service_edit(env: &mut Env) -> Result<()> {
         blocked.len() >= 2,
         "expected a Blocked and an unblocked Event"
     );
+    Ok(())
+}
+
+/// Rules W5 and W6 with the real StatefulSet controller and garbage collector: a hand
+/// edit of the claim retention policy holds a contraction from Git (no claim deleted),
+/// the owners the controller then adds to the claims are reported, and Git's restored
+/// policy lets the contraction go on with the removed member's disk kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retention_policy_edited_to_delete_holds_contraction() -> Result<()> {
+    let Some(mut env) = Env::start("retention").await? else {
+        return Ok(());
+    };
+    let r = retention(&mut env).await;
+    env.finish(r).await
+}
+
+async fn retention(env: &mut Env) -> Result<()> {
+    let mut f = env.persistent(&env.ns, "ret", 4);
+    env.apply_fleet(&f.yaml()).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 4, Duration::from_secs(120)).await?;
+    wait_condition(env, "ret", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let before = claims(env).await?;
+    let sets: Api<StatefulSet> = env.api();
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    sets.patch(
+        "ret",
+        &edit,
+        &Patch::Merge(
+            json!({"spec": {"persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete"}}}),
+        ),
+    )
+    .await?;
+    // Git asks for three members.
+    f.members = 3;
+    let fleet = load_fleet(&f.yaml())?;
+    apply(&env.client, &rendered_objects(&fleet)?[1], ARGO, false).await?; // the CelldFleet only
+    let (_, _, msg) = wait_condition(
+        env,
+        "ret",
+        "Blocked",
+        "True",
+        Some("LifecycleBlocked"),
+        Duration::from_secs(60),
+    )
+    .await?;
+    eprintln!("[retention] whenScaled: Delete, members 4 -> 3 in Git: {msg}");
+    ensure!(
+        msg.contains("persistentVolumeClaimRetentionPolicy whenScaled: Delete")
+            && msg.contains("ret-3"),
+        "{msg}"
+    );
+    holds_for(
+        "no contraction while the policy deletes claims",
+        Duration::from_secs(8),
+        || async { Ok(replicas(env, "ret").await? == Some(4)) },
+    )
+    .await?;
+
+    // whenDeleted: Delete too: the controller makes the set every claim's owner.
+    sets.patch(
+        "ret",
+        &edit,
+        &Patch::Merge(
+            json!({"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}}),
+        ),
+    )
+    .await?;
+    let msg = wait_for(
+        "rule W6: the claims' new owner reported",
+        Duration::from_secs(60),
+        || async {
+            Ok(condition(env, "ret", "Blocked")
+                .await?
+                .filter(|(s, r, m)| {
+                    s == "True" && r == "LifecycleBlocked" && m.contains("owned by StatefulSet/ret")
+                })
+                .map(|c| c.2))
+        },
+    )
+    .await?;
+    eprintln!("[retention] whenDeleted: Delete: {msg}");
+    ensure_claims_kept(
+        &before,
+        &claims(env).await?,
+        &["data-ret-0", "data-ret-1", "data-ret-2", "data-ret-3"],
+    )?;
+
+    // The next Git sync restores Retain: the controller drops the owners, the healer
+    // shrinks, and the removed member's disk stays.
+    apply_rendered(&env.client, &fleet, false).await?;
+    wait_for("StatefulSet at 3", Duration::from_secs(120), || async {
+        Ok((replicas(env, "ret").await? == Some(3)).then_some(()))
+    })
+    .await?;
+    wait_condition(
+        env,
+        "ret",
+        "Blocked",
+        "False",
+        None,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let pods: Api<Pod> = env.api();
+    wait_for("ret-3 gone", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move { Ok(pods.get_opt("ret-3").await?.is_none().then_some(())) }
+    })
+    .await?;
+    let after = claims(env).await?;
+    ensure_claims_kept(
+        &before,
+        &after,
+        &["data-ret-0", "data-ret-1", "data-ret-2", "data-ret-3"],
+    )?;
+    let owners = env
+        .api::<PersistentVolumeClaim>()
+        .get("data-ret-3")
+        .await?
+        .metadata
+        .owner_references
+        .unwrap_or_default();
+    ensure!(owners.is_empty(), "data-ret-3 still owned: {owners:?}");
+    eprintln!("[retention] Retain restored by Git: shrunk to 3, data-ret-3 kept without owners");
+    Ok(())
+}
+
+fn ensure_claims_kept(
+    before: &std::collections::BTreeMap<String, (String, String, bool)>,
+    now: &std::collections::BTreeMap<String, (String, String, bool)>,
+    names: &[&str],
+) -> Result<()> {
+    for n in names {
+        ensure!(
+            now.get(*n).map(|c| &c.0) == before.get(*n).map(|c| &c.0),
+            "{n} was not kept: before {:?}, now {:?}",
+            before.get(*n),
+            now.get(*n)
+        );
+    }
     Ok(())
 }
