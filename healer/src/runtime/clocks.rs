@@ -12,6 +12,19 @@ use super::metrics::Metrics;
 use crate::clock::{DateSample, Mono, Now, ServerClock};
 use crate::time::{Span, Timestamp};
 
+/// One pass's reading of the clocks. A decision and the fresh read that confirms it put
+/// the API server's timestamps on the healer's clock with this same measurement: a
+/// `Date` sample arriving in between (the fresh read's own responses bring some) would
+/// otherwise move a deadline by up to the header's one-second truncation, and the
+/// confirmation would refuse a write its decision had found due.
+#[derive(Clone, Copy, Debug)]
+pub struct Reading {
+    /// The healer's clocks.
+    pub now: Now,
+    /// The API server's clock as measured at that moment.
+    pub server: ServerClock,
+}
+
 /// The clocks of this process.
 pub struct Clocks {
     origin: Instant,
@@ -48,6 +61,14 @@ impl Clocks {
         Now {
             wall: wall(),
             mono: self.mono_of(Instant::now()),
+        }
+    }
+
+    /// Both clocks now, and the API server's as measured so far.
+    pub fn read(&self) -> Reading {
+        Reading {
+            server: self.server(),
+            now: self.now(),
         }
     }
 

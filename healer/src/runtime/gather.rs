@@ -12,11 +12,11 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
+use super::clocks::Reading;
 use super::fresh::{self, Gathered};
 use super::index::Key;
 use super::reconcile::Reconciler;
 use super::watches::{Stores, label};
-use crate::clock::Now;
 use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
 use crate::plan::Action;
 use crate::snapshot::{ApplicationView, CapacitySignal, Snapshot};
@@ -110,10 +110,11 @@ pub(super) fn snapshot_of(
     ctx: &Reconciler,
     fleet: &CelldFleet,
     g: &Gathered,
-    clock: Now,
+    reading: Reading,
     capacity: &CapacitySignal,
     watched: bool,
 ) -> Result<Snapshot, ObserveError> {
+    let clock = reading.now;
     let workload = if fleet.spec.is_stateful_set() {
         g.workload_sts
             .as_deref()
@@ -172,7 +173,7 @@ pub(super) fn snapshot_of(
     // Rules T1 and T2: the API server's timestamps on this process's clock, and what
     // other machines timed replaced by this process's own observation. A change of
     // leadership or a failed watch since the last look starts the observation over.
-    crate::clock::to_healer_clock(&mut snapshot, &ctx.clocks.server(), clock);
+    crate::clock::to_healer_clock(&mut snapshot, &reading.server, clock);
     {
         let mut observed = ctx.memory.observed.lock().expect("observations");
         observed.epoch(ctx.gate.changes() + ctx.watches.failures());

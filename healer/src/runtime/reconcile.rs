@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 use super::act::{self, ActError, Actor};
 use super::capacity::evaluate_fleet;
 use super::cli::HaltPoint;
-use super::clocks::Clocks;
+use super::clocks::{Clocks, Reading};
 use super::controller::DEBOUNCE;
 use super::events::Events;
 use super::fresh::{self, Gathered};
@@ -38,7 +38,7 @@ use super::served::Served;
 use super::status_writer::{Spacing, write_status};
 use super::watches::{Stores, WatchHealth};
 use super::zones::Zones;
-use crate::clock::Now;
+
 use crate::config::Config;
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
@@ -135,10 +135,10 @@ async fn confirm_fresh(
     ctx: &Reconciler,
     fleet: &CelldFleet,
     action: &Action,
-    clock: Now,
+    reading: Reading,
     capacity: &CapacitySignal,
 ) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
-    let now = clock.wall;
+    let now = reading.now.wall;
     ctx.metrics.fresh_reads.inc();
     let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
         return Ok((
@@ -149,7 +149,7 @@ async fn confirm_fresh(
     };
     // The fresh read is compared with what the watches observed; it starts no
     // observation of its own (`crate::clock::Observations`).
-    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, clock, capacity, false) {
+    let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, reading, capacity, false) {
         Ok(s) => s,
         Err(e) => return Ok((Confirmation::Hold(e.to_string()), None, None)),
     };
@@ -313,13 +313,13 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
     let g = gather(&ctx.stores, &fleet);
-    let clock = ctx.clocks.now();
-    let now = clock.wall;
+    let reading = ctx.clocks.read();
+    let now = reading.now.wall;
     // The capacity policy's signal (no policy: nothing collected, nothing read). The
     // fresh read below decides with the same signal, so a confirmation compares like
     // with like.
     let capacity = evaluate_fleet(ctx, &fleet, &g, now).await?;
-    let snapshot = match snapshot_of(ctx, &fleet, &g, clock, &capacity.signal, true) {
+    let snapshot = match snapshot_of(ctx, &fleet, &g, reading, &capacity.signal, true) {
         Ok(s) => s,
         Err(e) => {
             ctx.metrics.reconcile("unobservable");
@@ -363,7 +363,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     if let Some(action) = plan.action.clone()
         && confirm::needs_confirmation(&action)
     {
-        match confirm_fresh(ctx, &fleet, &action, clock, &capacity.signal).await {
+        match confirm_fresh(ctx, &fleet, &action, reading, &capacity.signal).await {
             Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), pod, fresh)) => {
                 if a != action {
                     info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");
@@ -388,8 +388,14 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                 // such as an unlabelled workload named like the fleet, must not become a
                 // read every few seconds); a watch event still triggers a reconcile.
                 // That look may be minutes away: the status is not spaced here.
+                // After a first disagreement, a deadline the fresh read still waits
+                // for (a force delete due in a moment: the caches' decision came just
+                // before it) is looked at on time, not a back-off later; a lasting
+                // disagreement backs off whatever the plan's wake-up.
+                let mut due = None;
                 if let Some(read) = fresh {
                     write_status(ctx, &read.fleet, &read.plan, Spacing::Now).await?;
+                    due = read.plan.wake_at.map(|t| t - now);
                 }
                 let n = {
                     let mut holds = ctx.memory.holds.lock().expect("holds");
@@ -397,8 +403,14 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                     *n = n.saturating_add(1);
                     *n
                 };
-                let secs = (5u64 << (n - 1).min(6)).min(300);
-                return Ok(Pass::Done(KAction::requeue(Duration::from_secs(secs))));
+                let back_off = Duration::from_secs((5u64 << (n - 1).min(6)).min(300));
+                let delay = due
+                    .filter(|_| n == 1)
+                    .and_then(|d| u64::try_from(d.millis()).ok())
+                    .map_or(back_off, |ms| {
+                        back_off.min(Duration::from_millis(ms.max(100)))
+                    });
+                return Ok(Pass::Done(KAction::requeue(delay)));
             }
             Err(e) => {
                 ctx.metrics.reconcile("error");
