@@ -67,7 +67,7 @@ pub const RULES: &[Rule] = &[
         resources: &["nodes"],
         verbs: &["list", "watch"],
         scope: Scope::ClusterRead,
-        why: "each member's zone in status, from its node's zone label (metadata only; never gating)",
+        why: "each member's zone in status, from its node's zone label; whether a terminating member's node is Ready before a force delete (rule F2; a node the healer cannot read is never taken for unreachable)",
     },
     Rule {
         group: "",

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 
 use crate::decide::mutation;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{NodeState, Snapshot};
 use crate::time::{Span, Timestamp};
 
 /// A reading of the healer's monotonic clock, in milliseconds from an arbitrary origin
@@ -152,6 +152,9 @@ pub struct Observations {
     /// has no transition time of its own: any change to it (Bound and Lost again, while
     /// a watch skipped the versions in between) starts its observation over.
     lost: HashMap<String, (String, Mono)>,
+    /// Node name -> since when it has been seen NotReady or Unknown (rule F1). The
+    /// node's condition times are its kubelet's or the node controller's clocks.
+    unreachable: HashMap<String, Mono>,
 }
 
 impl Observations {
@@ -170,10 +173,12 @@ impl Observations {
         if mutation::on("T-forget") {
             self.pods.clear();
             self.lost.clear();
+            self.unreachable.clear();
         }
     }
 
-    /// Fills `seen_since` of every Pod and `lost_since` of every claim of `snap`. With
+    /// Fills `seen_since` of every Pod, the `since` of an unreachable node under a Pod,
+    /// and `lost_since` of every claim of `snap`. With
     /// `update` (a snapshot from the watch caches) a new state starts an observation now;
     /// without (a fresh read), a state that differs from the one observed counts as seen
     /// only now, and nothing is recorded.
@@ -199,6 +204,22 @@ impl Observations {
                 }
             };
             p.seen_since = Some(now.wall_of(since));
+            if let (Some(node), NodeState::Unreachable { since }) = (&p.node_name, &mut p.node) {
+                let t = match self.unreachable.get(node) {
+                    Some(t) => *t,
+                    None => {
+                        if update {
+                            self.unreachable.insert(node.clone(), now.mono);
+                        }
+                        now.mono
+                    }
+                };
+                *since = Some(now.wall_of(t));
+            } else if update
+                && let (Some(node), NodeState::Ready | NodeState::Gone) = (&p.node_name, p.node)
+            {
+                self.unreachable.remove(node);
+            }
         }
         for c in &mut snap.claims {
             if c.phase == crate::snapshot::ClaimPhase::Lost {
@@ -234,7 +255,7 @@ impl Observations {
 
     /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.lost.is_empty()
+        self.pods.is_empty() && self.lost.is_empty() && self.unreachable.is_empty()
     }
 
     /// Records a claim seen Lost now (tests of the runtime's sweep).
@@ -246,7 +267,7 @@ impl Observations {
 
     /// Entries held (Pods and claims).
     pub fn len(&self) -> usize {
-        self.pods.len() + self.lost.len()
+        self.pods.len() + self.lost.len() + self.unreachable.len()
     }
 }
 

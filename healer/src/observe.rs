@@ -184,6 +184,10 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
             let kpod = p;
             let mut p = pod(p, &rs_owner)?;
             p.zone = zone::member_zone(kpod, i.claims, i.zones);
+            p.node = match &p.node_name {
+                None => NodeState::Unbound,
+                Some(n) => i.zones.node_state(n),
+            };
             p.force_delete_retry_at = i.force_delete_retry.get(&p.uid).copied();
             pods.push(p);
         }
@@ -478,6 +482,7 @@ fn pod(p: &KPod, rs_owner: &BTreeMap<&str, &OwnerReference>) -> Result<Pod, Obse
         created,
         deletion: m.deletion_timestamp.as_ref().map(ts),
         node_name,
+        node: NodeState::Unknown,
         phase,
         ready,
         unschedulable,

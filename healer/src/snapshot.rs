@@ -263,6 +263,28 @@ impl Workload {
     }
 }
 
+/// What the healer knows of the node a Pod is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    /// The Pod is bound to no node: nothing runs it.
+    Unbound,
+    /// The node object is gone from the API server.
+    Gone,
+    /// The node's Ready condition is True: its kubelet is up and can still finish the
+    /// Pod (a hung container or a stuck unmount is not a stranded Pod).
+    Ready,
+    /// Ready is False or Unknown; `since`: since when the healer has seen it so without a
+    /// break, on its own clock ([`crate::clock::Observations`]; `None`: not observed,
+    /// which counts as seen only now).
+    Unreachable {
+        /// Start of the healer's observation.
+        since: Option<Timestamp>,
+    },
+    /// The healer cannot tell: its node watch has not listed or has failed, or the node
+    /// has no Ready condition.
+    Unknown,
+}
+
 /// A Pod's controller reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Controller {
@@ -347,6 +369,9 @@ pub struct Pod {
     pub deletion: Option<Timestamp>,
     /// spec.nodeName, if bound.
     pub node_name: Option<String>,
+    /// The state of that node, as the healer knows it (rule F1 force-deletes only a
+    /// Pod whose node cannot finish it).
+    pub node: NodeState,
     /// Zone of the node, when the runtime knows it (only shown in status).
     pub zone: Option<String>,
     /// status.phase.

@@ -156,6 +156,7 @@ pub fn member(o: u32, kind: WorkloadKind) -> Pod {
         created: at(-120),
         deletion: None,
         node_name: Some(format!("node-{o}")),
+        node: NodeState::Ready,
         zone: Some(format!("zone-{}", o % 3)),
         phase: PodPhase::Running,
         ready: Some(Cond {
@@ -208,9 +209,16 @@ pub trait Edit {
     /// Marks the claim of ordinal `o` Lost, seen Lost since five minutes before `T0`
     /// (past the confirmation window).
     fn lose(&mut self, o: u32);
+    /// Member `o`'s node seen NotReady for ten minutes (rule F2: its Pod is stranded).
+    fn unreachable(&mut self, o: u32);
 }
 
 impl Edit for Snapshot {
+    fn unreachable(&mut self, o: u32) {
+        self.pod(o).node = NodeState::Unreachable {
+            since: Some(at(-600)),
+        };
+    }
     fn lose(&mut self, o: u32) {
         let c = self.claim(o);
         c.phase = ClaimPhase::Lost;

@@ -18,6 +18,13 @@ pub trait ZoneLookup: Debug + Sync {
     fn node(&self, name: &str) -> Option<String>;
     /// The zone PersistentVolume `name` is pinned to, when known.
     fn volume(&self, name: &str) -> Option<String>;
+    /// Whether node `name` is Ready, NotReady or Unknown (`Unreachable`, not yet timed),
+    /// or gone, as far as the healer knows; `Unknown` when it cannot tell (the default:
+    /// a lookup without a node watch).
+    fn node_state(&self, name: &str) -> crate::snapshot::NodeState {
+        let _ = name;
+        crate::snapshot::NodeState::Unknown
+    }
 }
 
 /// Knows no zone (tests, and callers without caches).

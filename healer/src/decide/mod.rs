@@ -173,6 +173,9 @@ pub(crate) struct Ctx<'a> {
     /// A member Pod held past a force delete by someone else's finalizer (rule F1's
     /// report), shown when no other rule has anything to say.
     pub held_note: Option<String>,
+    /// `held_note` is about a member stuck terminating on a Ready node (rule F2): a
+    /// person must look, so it is reported Blocked.
+    pub stuck: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -253,6 +256,7 @@ impl<'a> Ctx<'a> {
             target: None,
             ignored,
             held_note: None,
+            stuck: false,
         }
     }
 
@@ -564,7 +568,12 @@ fn run(cx: &mut Ctx) -> Outcome {
     // Rule S2 (waiting on members): a Pod held past its force delete (rule F1: only a
     // person can release it, so it is named first), or a note from the disk rules.
     if let Some(m) = cx.held_note.clone().or(note) {
-        return Outcome::report("S2", Reason::Provisioning, m);
+        let reason = if cx.held_note.is_some() && cx.stuck {
+            Reason::MemberStuckTerminating
+        } else {
+            Reason::Provisioning
+        };
+        return Outcome::report("S2", reason, m);
     }
     // Rule S3 (rolling out).
     if !w.rolled_out() {

@@ -62,6 +62,9 @@ pub enum Reason {
     /// The healer's clock is too far from the API server's (or not measured yet): a
     /// destructive write is held (rule T1).
     ClockSkewed,
+    /// A member Pod is past its grace on a node that is Ready: its kubelet has not
+    /// finished it, and the healer does not force-delete it (rule F2).
+    MemberStuckTerminating,
 }
 
 impl Reason {
@@ -87,6 +90,7 @@ impl Reason {
             Reason::StorageScopeConflict => "StorageScopeConflict",
             Reason::ClockSkewed => "ClockSkewed",
             Reason::DisksLost => "DisksLost",
+            Reason::MemberStuckTerminating => "MemberStuckTerminating",
         }
     }
 
@@ -111,7 +115,8 @@ impl Reason {
             | Reason::MemberUnschedulable
             | Reason::MemberCrashLooping
             | Reason::ClockSkewed
-            | Reason::DisksLost => (false, true, true),
+            | Reason::DisksLost
+            | Reason::MemberStuckTerminating => (false, true, true),
         }
     }
 }

@@ -341,6 +341,7 @@ fn d4_force_deletes_a_member_stranded_during_deletion() {
     s.fleet.deleting = true;
     s.sts().deleting = true;
     s.pod(0).deletion = Some(at(-3));
+    s.unreachable(0);
     assert_eq!(plan(&s, T0).rule, "F1");
 }
 
@@ -454,6 +455,7 @@ fn f1_force_deletes_two_minutes_past_grace_with_a_uid_precondition() {
     let mut s = persistent(3);
     // Kubernetes sets deletionTimestamp = request + grace.
     s.pod(2).deletion = Some(at(0));
+    s.unreachable(2);
     let early = plan(&s, at(1));
     assert_eq!(early.action, None);
     assert_eq!(early.wake_at, Some(at(2)));
@@ -476,6 +478,7 @@ fn f1_force_deletes_two_minutes_past_grace_with_a_uid_precondition() {
 fn f1_applies_to_ordered_bucket_fleets_but_not_deployments_or_held_pods() {
     let mut ordered = bucket_ordered(3);
     ordered.pod(1).deletion = Some(at(-5));
+    ordered.unreachable(1);
     assert_eq!(plan(&ordered, T0).rule, "F1");
     let mut dep = bucket(3);
     dep.pods[0].deletion = Some(at(-5));
@@ -487,6 +490,7 @@ fn f1_applies_to_ordered_bucket_fleets_but_not_deployments_or_held_pods() {
     let mut held = persistent(3);
     held.hold(1, true);
     held.pod(1).deletion = Some(at(-5));
+    held.unreachable(1);
     assert_eq!(plan(&held, T0).rule, "H3");
 }
 
@@ -1082,6 +1086,7 @@ fn one_action_even_when_many_rules_apply() {
     let mut s = persistent(4);
     s.fleet.members = Some(2);
     s.pod(0).deletion = Some(at(-10));
+    s.unreachable(0);
     s.lose(1);
     s.claim(2).deletion = Some(at(-1));
     s.down(3, at(-30));
@@ -1271,4 +1276,67 @@ fn w6_an_owned_claim_of_another_identity_is_not_ours_to_report() {
     s.claims[2].identity = Some(OTHER_ID.into());
     s.claims[2].owner = Some("Backup/nightly".into());
     assert_ne!(plan(&s, T0).rule, "W6");
+}
+
+#[test]
+fn f2_a_pod_stuck_on_a_ready_node_is_reported_not_force_deleted() {
+    let mut s = persistent(3);
+    s.pod(2).deletion = Some(at(0));
+    // The node is Ready: its kubelet has not finished the Pod (a hung container).
+    let p = plan(&s, at(30));
+    assert_eq!(p.action, None);
+    assert_eq!((p.rule, reason(&p)), ("S2", "MemberStuckTerminating"));
+    assert!(blocked(&p));
+    let m = message(&p);
+    assert!(
+        m.contains("alpha-2") && m.contains("node-2, which is Ready") && m.contains("--force"),
+        "{m}"
+    );
+    // Other rules still run: growth (rule G2 for a Bucket fleet) is not starved by the
+    // stuck Pod.
+    let mut s = bucket_ordered(3);
+    s.pod(2).deletion = Some(at(0));
+    s.fleet.members = Some(4);
+    assert!(matches!(
+        plan(&s, at(30)).action,
+        Some(Action::SetReplicas { replicas: 4, .. })
+    ));
+}
+
+#[test]
+fn f2_an_unreachable_node_is_timed_by_the_healer_for_the_margin() {
+    let mut s = persistent(3);
+    s.pod(2).deletion = Some(at(0));
+    // Seen NotReady only since minute 3: due at minute 5, not at the Pod's deadline.
+    s.pod(2).node = NodeState::Unreachable { since: Some(at(3)) };
+    let p = plan(&s, at(4));
+    assert_eq!(p.action, None);
+    assert_eq!(reason(&p), "Provisioning");
+    assert!(message(&p).contains("NotReady"), "{}", message(&p));
+    assert_eq!(p.wake_at, Some(at(5)));
+    assert_eq!(plan(&s, at(5)).rule, "F1");
+    // Not observed at all (a new leader): counts as seen now, so one margin more.
+    s.pod(2).node = NodeState::Unreachable { since: None };
+    let p = plan(&s, at(10));
+    assert_eq!(p.action, None);
+    assert_eq!(p.wake_at, Some(at(12)));
+}
+
+#[test]
+fn f2_unbound_or_on_a_gone_node_is_stranded_and_an_unknown_node_is_not() {
+    for (node, due) in [
+        (NodeState::Unbound, true),
+        (NodeState::Gone, true),
+        (NodeState::Unknown, false),
+    ] {
+        let mut s = persistent(3);
+        s.pod(2).deletion = Some(at(0));
+        s.pod(2).node = node;
+        let p = plan(&s, at(2));
+        assert_eq!(p.rule == "F1", due, "{node:?}: {}", p.rule);
+        if !due {
+            assert_eq!(reason(&p), "Provisioning");
+            assert!(message(&p).contains("cannot see"), "{}", message(&p));
+        }
+    }
 }

@@ -91,6 +91,7 @@ fn t1_holds_a_force_delete_while_the_clock_is_skewed_beyond_the_bound() {
     ] {
         let mut s = persistent(3);
         s.pod(2).deletion = Some(at(0));
+        s.unreachable(2);
         s.clock_skew = Some(skew);
         let p = plan(&s, at(5));
         assert_eq!(p.action, None, "{skew:?}");
@@ -113,6 +114,7 @@ fn t1_lets_writes_through_within_the_bound() {
     for skew in [Span(0), Span::secs(30), Span::secs(-30)] {
         let mut s = persistent(3);
         s.pod(2).deletion = Some(at(0));
+        s.unreachable(2);
         s.clock_skew = Some(skew);
         assert_eq!(plan(&s, at(5)).rule, "F1", "{skew:?}");
     }
@@ -132,6 +134,7 @@ fn t1_holds_destructive_writes_until_the_clock_was_measured() {
 fn t1_the_bound_is_the_flag() {
     let mut s = persistent(3);
     s.pod(2).deletion = Some(at(0));
+    s.unreachable(2);
     s.clock_skew = Some(Span::mins(2));
     let wide = Config {
         max_clock_skew: Span::mins(5),

@@ -450,6 +450,7 @@ fn f1_a_failed_force_delete_waits_its_back_off_and_later_rules_run() {
     let p = s.pod(2);
     p.deletion = Some(at(-30));
     p.force_delete_retry_at = Some(at(2));
+    s.unreachable(2);
     let plan_now = plan(&s, T0);
     // Growth (rule G2 for a Bucket fleet) is not starved by the stuck Pod.
     assert_eq!(plan_now.rule, "G2");

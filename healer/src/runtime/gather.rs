@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX};
 use celld_api::{CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::ObjectRef;
 
 use super::clocks::Reading;
@@ -19,8 +19,9 @@ use super::reconcile::Reconciler;
 use super::watches::{Stores, label};
 use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
 use crate::plan::Action;
-use crate::snapshot::{ApplicationView, CapacitySignal, Snapshot};
+use crate::snapshot::{ApplicationView, CapacitySignal, NodeState, Snapshot};
 use crate::time::Timestamp;
+use crate::zone::ZoneLookup;
 
 /// Everything of one fleet from the caches, cloned (the caches keep changing).
 pub(super) fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
@@ -102,6 +103,41 @@ pub(super) fn gather(stores: &Stores, fleet: &CelldFleet) -> Gathered {
         claims,
         replica_sets,
         reservation: None,
+        nodes: None,
+    }
+}
+
+/// Zones from the caches, and the state of the nodes a fresh read brought (those of its
+/// terminating Pods) from that read: rule F2's facts confirmed on fresh objects.
+#[derive(Debug)]
+struct WithFreshNodes<'a> {
+    cached: &'a dyn ZoneLookup,
+    nodes: &'a [(String, Option<Node>)],
+}
+
+impl ZoneLookup for WithFreshNodes<'_> {
+    fn node(&self, name: &str) -> Option<String> {
+        self.cached.node(name)
+    }
+    fn volume(&self, name: &str) -> Option<String> {
+        self.cached.volume(name)
+    }
+    fn node_state(&self, name: &str) -> NodeState {
+        match self.nodes.iter().find(|(n, _)| n == name) {
+            None => self.cached.node_state(name),
+            Some((_, None)) => NodeState::Gone,
+            Some((_, Some(node))) => match node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status.as_str())
+            {
+                Some("True") => NodeState::Ready,
+                Some("False" | "Unknown") => NodeState::Unreachable { since: None },
+                _ => NodeState::Unknown,
+            },
+        }
     }
 }
 
@@ -162,7 +198,10 @@ pub(super) fn snapshot_of(
         pods: &g.pods,
         claims: &g.claims,
         replica_sets: &g.replica_sets,
-        zones: &*ctx.zones,
+        zones: &WithFreshNodes {
+            cached: &*ctx.zones,
+            nodes: g.nodes.as_deref().unwrap_or_default(),
+        },
         infrastructure: &infrastructure,
         capacity,
         identity_conflict: owner.as_deref(),

@@ -1,13 +1,17 @@
-//! Where members are, for `status.memberStates[].zone` ([`crate::zone`]): two small
-//! cluster-wide watches that keep only a name and a zone.
+//! Where members are, for `status.memberStates[].zone` ([`crate::zone`]), and whether
+//! their nodes are up (rule F2): two small cluster-wide watches that keep only a name and
+//! a value.
 //!
 //! | watch | kept | from |
 //! | --- | --- | --- |
-//! | Nodes (metadata only) | node name -> `topology.kubernetes.io/zone` | the label |
+//! | Nodes | node name -> `topology.kubernetes.io/zone`; node name -> Ready status | the label; the Ready condition |
 //! | PersistentVolumes | volume name -> zone | a required node affinity naming one zone |
 //!
-//! Objects without a zone are not kept, so memory stays small at hundreds of nodes and
-//! thousands of volumes. Zones are status only: these watches never gate a reconcile or
+//! Objects without a zone are not kept in the zone tables, so memory stays small at
+//! hundreds of nodes and thousands of volumes; every node's Ready status is (one short
+//! string each). Zones are status only. Node readiness gates only rule F2: a node the
+//! healer has not listed is never taken for unreachable, so a failing nodes watch holds
+//! force deletes (reported) and nothing else. Neither watch gates a reconcile or
 //! `/readyz`. A watch that cannot list (its RBAC rule missing, say) leaves zones unknown
 //! (the field stays empty), says so once in the log, and shows 0 in
 //! `celld_healer_watch_healthy{resource="nodes"}` (or `"persistentvolumes"`); the zones
@@ -24,7 +28,6 @@ use celld_api::CelldFleet;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
@@ -34,6 +37,7 @@ use tracing::{info, warn};
 use super::metrics::{Metrics, ResourceLabel};
 use super::scoped::Scoped;
 use super::watches::{Obj, Stores, by_identity};
+use crate::snapshot::NodeState;
 use crate::zone::{ZONE_LABEL, ZoneLookup, volume_zone};
 
 /// The two watches.
@@ -41,12 +45,15 @@ use crate::zone::{ZONE_LABEL, ZoneLookup, volume_zone};
 enum Which {
     Nodes,
     Volumes,
+    /// The nodes watch's second table: node name -> Ready status. Its events are the
+    /// nodes watch's, counted there.
+    Readiness,
 }
 
 impl Which {
     fn resource(self) -> &'static str {
         match self {
-            Which::Nodes => "nodes",
+            Which::Nodes | Which::Readiness => "nodes",
             Which::Volumes => "persistentvolumes",
         }
     }
@@ -90,6 +97,18 @@ impl ZoneLookup for Zones {
     fn volume(&self, name: &str) -> Option<String> {
         self.get(Which::Volumes, name)
     }
+    fn node_state(&self, name: &str) -> NodeState {
+        let tables = self.tables.lock().expect("zones");
+        let Some((table, State::Ok)) = tables.get(&Which::Readiness) else {
+            return NodeState::Unknown;
+        };
+        match table.live.get(name).map(String::as_str) {
+            None => NodeState::Gone,
+            Some("True") => NodeState::Ready,
+            Some("False" | "Unknown") => NodeState::Unreachable { since: None },
+            Some(_) => NodeState::Unknown,
+        }
+    }
 }
 
 impl Zones {
@@ -102,6 +121,8 @@ impl Zones {
                     resource: w.resource(),
                 })
                 .set(0);
+        }
+        for w in [Which::Nodes, Which::Volumes, Which::Readiness] {
             tables.insert(w, (Table::default(), State::Listing));
         }
         Zones {
@@ -126,7 +147,11 @@ impl Zones {
         ev: &Result<Event<K>, watcher::Error>,
         entry: impl Fn(&K) -> (String, Option<String>),
     ) -> Vec<String> {
-        self.metrics.watch_event(w.resource(), ev);
+        // The readiness table is fed by the nodes watch's events, counted once.
+        let metered = w != Which::Readiness;
+        if metered {
+            self.metrics.watch_event(w.resource(), ev);
+        }
         let mut tables = self.tables.lock().expect("zones");
         let Some((table, state)) = tables.get_mut(&w) else {
             return Vec::new();
@@ -134,7 +159,7 @@ impl Zones {
         let mut changed = Vec::new();
         let next = match ev {
             Err(e) => {
-                if *state != State::Failed {
+                if *state != State::Failed && metered {
                     warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status (nothing else depends on them)");
                 }
                 State::Failed
@@ -185,6 +210,10 @@ impl Zones {
                 State::Ok
             }
         };
+        if *state != next && !metered {
+            *state = next;
+            return changed;
+        }
         if *state != next {
             if next == State::Ok {
                 info!(
@@ -209,12 +238,23 @@ impl Zones {
 type Entry<K> = fn(&K) -> (String, Option<String>);
 
 /// A Node's name and zone label.
-fn node_entry(n: &PartialObjectMeta<Node>) -> (String, Option<String>) {
+fn node_entry(n: &Node) -> (String, Option<String>) {
     let m = &n.metadata;
     (
         m.name.clone().unwrap_or_default(),
         m.labels.as_ref().and_then(|l| l.get(ZONE_LABEL)).cloned(),
     )
+}
+
+/// A Node's name and the status of its Ready condition (`-`: it has none yet).
+fn readiness_entry(n: &Node) -> (String, Option<String>) {
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map_or_else(|| "-".to_string(), |c| c.status.clone());
+    (n.metadata.name.clone().unwrap_or_default(), Some(ready))
 }
 
 /// A PersistentVolume's name and the zone its node affinity pins it to.
@@ -234,13 +274,17 @@ pub(super) fn open(
 ) -> BoxStream<'static, ObjectRef<CelldFleet>> {
     let config = watcher::Config::default();
     let fleets = by_identity(stores.fleets.clone());
-    // `PartialObjectMeta`: metadata-only list and watch requests.
+    // Whole Nodes (their Ready condition is in the status); nothing of them is stored
+    // but the two tables' strings.
     let nodes = requeues(
-        watch_fn(
-            Api::<PartialObjectMeta<Node>>::all(client.clone()),
-            config.clone(),
+        watch_fn(Api::<Node>::all(client.clone()), config.clone()),
+        (
+            zones.clone(),
+            &[
+                (Which::Nodes, node_entry),
+                (Which::Readiness, readiness_entry),
+            ],
         ),
-        (zones.clone(), Which::Nodes, node_entry),
         stores.pods.clone(),
         |p: &Pod| p.spec.as_ref()?.node_name.as_ref(),
         {
@@ -250,7 +294,7 @@ pub(super) fn open(
     );
     let volumes = requeues(
         watch_fn(Api::<PersistentVolume>::all(client.clone()), config),
-        (zones.clone(), Which::Volumes, volume_entry),
+        (zones.clone(), &[(Which::Volumes, volume_entry)]),
         stores.claims.clone(),
         |c: &PersistentVolumeClaim| c.spec.as_ref()?.volume_name.as_ref(),
         move |c: &PersistentVolumeClaim| fleets(&Obj::claim(c)),
@@ -263,12 +307,12 @@ pub(super) fn open(
         .boxed()
 }
 
-/// One zone watch, recorded into `zones`, as the fleets to reconcile after each event:
-/// those of the cached objects (`cached`: Pods, claims) that are `on` a node or volume
-/// whose zone appeared, changed or went.
+/// One watch, recorded into `zones` (into each table it feeds), as the fleets to
+/// reconcile after each event: those of the cached objects (`cached`: Pods, claims) that
+/// are `on` a node or volume whose zone or readiness appeared, changed or went.
 fn requeues<K, O>(
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
-    (zones, which, entry): (Arc<Zones>, Which, Entry<K>),
+    (zones, tables): (Arc<Zones>, &'static [(Which, Entry<K>)]),
     cached: Scoped<O>,
     on: fn(&O) -> Option<&String>,
     fleets_of: impl Fn(&O) -> Vec<ObjectRef<CelldFleet>> + Send + 'static,
@@ -279,7 +323,10 @@ where
     O::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
 {
     events.default_backoff().map(move |ev| {
-        let changed: HashSet<String> = zones.record(which, &ev, entry).into_iter().collect();
+        let changed: HashSet<String> = tables
+            .iter()
+            .flat_map(|(which, entry)| zones.record(*which, &ev, *entry))
+            .collect();
         if changed.is_empty() {
             return Vec::new();
         }
@@ -299,8 +346,8 @@ mod tests {
     use crate::runtime::served::Served;
     use crate::runtime::watches::WatchHealth;
 
-    fn node(name: &str, zone: Option<&str>) -> PartialObjectMeta<Node> {
-        let mut n = PartialObjectMeta::<Node>::default();
+    fn node(name: &str, zone: Option<&str>) -> Node {
+        let mut n = Node::default();
         n.metadata.name = Some(name.to_string());
         if let Some(z) = zone {
             n.metadata.labels = Some([(ZONE_LABEL.to_string(), z.to_string())].into());
@@ -308,10 +355,64 @@ mod tests {
         n
     }
 
-    fn ev(
-        e: Event<PartialObjectMeta<Node>>,
-    ) -> Result<Event<PartialObjectMeta<Node>>, watcher::Error> {
+    fn ev(e: Event<Node>) -> Result<Event<Node>, watcher::Error> {
         Ok(e)
+    }
+
+    fn with_ready(mut n: Node, status: &str) -> Node {
+        n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            conditions: Some(vec![k8s_openapi::api::core::v1::NodeCondition {
+                type_: "Ready".into(),
+                status: status.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        n
+    }
+
+    /// Rule F2's view of nodes: unknown until the watch listed, then Ready, unreachable
+    /// (False or Unknown) or gone; unknown again while the watch fails.
+    #[test]
+    fn node_readiness_is_known_only_from_a_listing() {
+        let metrics = Arc::new(Metrics::new());
+        let z = Zones::new(metrics.clone());
+        let rec = |e: Event<Node>| {
+            let e = ev(e);
+            let mut c = z.record(Which::Nodes, &e, node_entry);
+            c.extend(z.record(Which::Readiness, &e, readiness_entry));
+            c.sort();
+            c.dedup();
+            c
+        };
+        rec(Event::Init);
+        rec(Event::InitApply(with_ready(node("a", Some("z1")), "True")));
+        rec(Event::InitApply(node("b", None)));
+        assert_eq!(z.node_state("a"), NodeState::Unknown, "not listed yet");
+        rec(Event::InitDone);
+        assert_eq!(z.node_state("a"), NodeState::Ready);
+        assert_eq!(z.node_state("b"), NodeState::Unknown, "no Ready condition");
+        assert_eq!(z.node_state("c"), NodeState::Gone);
+        // The kubelet stops: the node controller sets Unknown; the Pods on it requeue.
+        assert_eq!(
+            rec(Event::Apply(with_ready(node("a", Some("z1")), "Unknown"))),
+            ["a"]
+        );
+        assert_eq!(z.node_state("a"), NodeState::Unreachable { since: None });
+        rec(Event::Apply(with_ready(node("a", Some("z1")), "False")));
+        assert_eq!(z.node_state("a"), NodeState::Unreachable { since: None });
+        rec(Event::Delete(node("a", Some("z1"))));
+        assert_eq!(z.node_state("a"), NodeState::Gone);
+        // One event counted once, for the two tables it feeds.
+        let events = metrics
+            .watch_events
+            .get_or_create(&ResourceLabel { resource: "nodes" })
+            .get();
+        assert_eq!(events, 3);
+        let failed: Result<Event<Node>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
+        z.record(Which::Nodes, &failed, node_entry);
+        z.record(Which::Readiness, &failed, readiness_entry);
+        assert_eq!(z.node_state("b"), NodeState::Unknown);
     }
 
     fn healthy(m: &Metrics, resource: &'static str) -> i64 {
@@ -363,8 +464,7 @@ mod tests {
         let watches = WatchHealth::new(metrics.clone(), health.clone(), &Served::All);
         watches.all_listed_for_tests();
         let z = Zones::new(metrics.clone());
-        let forbidden: Result<Event<PartialObjectMeta<Node>>, watcher::Error> =
-            Err(watcher::Error::NoResourceVersion);
+        let forbidden: Result<Event<Node>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
         assert!(z.record(Which::Nodes, &forbidden, node_entry).is_empty());
         assert!(z.record(Which::Nodes, &forbidden, node_entry).is_empty());
         assert_eq!(z.node("a"), None);

@@ -342,6 +342,11 @@ impl Sim {
             if self.fixes[i].0 <= now {
                 let (_, ord, f) = self.fixes.remove(i);
                 self.log(|| format!("fixed {f:?} on ordinal {ord}"));
+                if f == Fault::StuckTerminating {
+                    for p in self.pods.iter_mut().filter(|p| p.ord == ord) {
+                        p.stuck = false;
+                    }
+                }
                 for k in 0..self.pods.len() {
                     let want = if f == Fault::CrashLoop {
                         Container::CrashLoop

@@ -145,6 +145,11 @@ impl Sim {
                 let Some(i) = self.pod_idx(ord) else { return };
                 self.pods[i].stuck = true;
                 self.delete_pod(i, GRACE);
+                // On an up node the kubelet finishes it in the end (a hung container
+                // killed at last, or a person on the node); the healer must not.
+                let t = self.now + self.rng.range(60, 1_800) * 1000;
+                self.fixes.push((t, ord, f));
+                end = t;
             }
             Fault::Scale => {
                 let m = self.rng.range(3, 6) as i32;

@@ -64,6 +64,18 @@ impl Sim {
                 created: ts(p.created),
                 deletion: p.deletion.map(ts),
                 node_name: p.node.map(|n| format!("node-{n}")),
+                // The node lifecycle controller marks a node whose kubelet stopped
+                // NotReady after its grace period, as it does a member.
+                node: match p.node {
+                    None => s::NodeState::Unbound,
+                    Some(n)
+                        if !self.nodes[n].up
+                            && self.now >= self.nodes[n].down_at + NOT_READY_AFTER =>
+                    {
+                        s::NodeState::Unreachable { since: None }
+                    }
+                    Some(_) => s::NodeState::Ready,
+                },
                 zone: None,
                 phase: if p.node.is_some() {
                     s::PodPhase::Running

@@ -94,6 +94,19 @@ impl Sim {
                 (d + self.cfg.force_delete_margin.millis() - self.now) / 1000
             )));
         }
+        // F2: a force delete only for a Pod its node cannot finish: unbound, or on a node
+        // that is down (its kubelet stopped). A Pod stuck on an up node may still hold
+        // its disk.
+        if let Action::ForceDeletePod { uid, .. } = a
+            && let Some(p) = self.pods.iter().find(|p| p.uid.to_string() == *uid)
+            && let Some(n) = p.node
+            && self.nodes[n].up
+        {
+            return Err(Violation(format!(
+                "member {} force-deleted while its node was up (stuck terminating, not stranded)",
+                p.ord
+            )));
+        }
         // A protected fleet being deleted: nothing destroyed, no release. (A conflicted
         // fleet's release deletes nothing, protected or not.)
         if self.fleet.deleting

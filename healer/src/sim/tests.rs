@@ -135,7 +135,8 @@ fn sim_fails_when_the_reservation_is_not_read_fresh() {
 /// conflict), V3 (bucket reserved to another identity), D8 (deletion protection), the
 /// Lost confirmation window of R2, R8 (no disk replaced while several are Lost), H6 (a
 /// handoff's last step only while what started it still holds), W5 (no contraction or
-/// workload deletion while a hand-edited retention policy deletes claims), and the
+/// workload deletion while a hand-edited retention policy deletes claims), F2 (no force
+/// delete of a Pod stuck on a node that is up), and the
 /// clocks: T2 (readiness timed by the healer's
 /// own observation, not a skewed kubelet's timestamps), T-server (the API server's
 /// timestamps moved onto a skewed healer's clock) and T-lost-version (a Lost claim that
@@ -159,6 +160,7 @@ fn sim_fails_without_each_guard() {
         "R8",
         "H6",
         "W5",
+        "F2",
         "T2",
         "T-server",
         "T-lost-version",

@@ -306,6 +306,9 @@ pub(super) fn decoys() -> Vec<Decoy> {
             created: ts(START - 3_600_000),
             deletion: None,
             node_name: Some("node-0".into()),
+            node: s::NodeState::Unreachable {
+                since: Some(ts(START - 3_600_000)),
+            },
             zone: None,
             phase: s::PodPhase::Running,
             ready: Some(s::Cond {

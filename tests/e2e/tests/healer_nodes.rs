@@ -6,13 +6,17 @@
 //! 5. One member down past the replacement delay with the rest ready: replaced on a
 //!    fresh disk. Two members down: nothing destroyed. A member stuck on an image pull
 //!    or a config error: never replaced.
+//!
+//! And rule F2: a member whose kubelet stays up but never finishes its deletion (a hung
+//! container) is not force-deleted; it is reported, and returns once the node lets go.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 use kubesim::control::FaultKind;
 
@@ -268,5 +272,126 @@ async fn down_member(env: &mut Env) -> Result<()> {
             .collect::<Vec<_>>()
     );
     let _ = pods.get("two-0").await?.name_any();
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_stuck_on_a_ready_node_is_reported_not_force_deleted() -> Result<()> {
+    let Some(mut env) = Env::start("stuck-term").await? else {
+        return Ok(());
+    };
+    let r = stuck_terminating(&mut env).await;
+    env.finish(r).await
+}
+
+async fn stuck_terminating(env: &mut Env) -> Result<()> {
+    let f = env.persistent(&env.ns, "stk", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_condition(env, "stk", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let before = claims(env).await?;
+    let rule = env
+        .sim
+        .control
+        .add_fault(Some(&env.ns), "stk-1", FaultKind::HangTermination)
+        .await?;
+    let pods: Api<Pod> = env.api();
+    let victim = pods.get("stk-1").await?;
+    let uid = victim.metadata.uid.clone().unwrap_or_default();
+    let node = node_of(&victim);
+    // Someone deletes the member with a short grace; its kubelet never finishes it.
+    pods.delete(
+        "stk-1",
+        &DeleteParams {
+            grace_period_seconds: Some(2),
+            ..DeleteParams::default()
+        },
+    )
+    .await?;
+    let (_, _, msg) = wait_condition(
+        env,
+        "stk",
+        "Blocked",
+        "True",
+        Some("MemberStuckTerminating"),
+        Duration::from_secs(60),
+    )
+    .await?;
+    eprintln!("[stuck-term] Blocked/MemberStuckTerminating: {msg}");
+    ensure!(
+        msg.contains("stk-1") && msg.contains(&format!("{node}, which is Ready")),
+        "{msg}"
+    );
+    let ev = wait_event(
+        env,
+        "stk",
+        "MemberStuckTerminating",
+        Duration::from_secs(10),
+    )
+    .await?;
+    eprintln!("[stuck-term] event: {}", ev.note);
+    // Well past grace and margin: still there, the same Pod, its node Ready.
+    holds_for(
+        "the stuck Pod is not force-deleted",
+        Duration::from_secs(10),
+        || async {
+            let p = pods.get_opt("stk-1").await?;
+            Ok(p.is_some_and(|p| p.metadata.uid.as_deref() == Some(uid.as_str())))
+        },
+    )
+    .await?;
+    let n = Api::<Node>::all(env.client.clone()).get(&node).await?;
+    let ready = n
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status);
+    ensure!(
+        ready.as_deref() == Some("True"),
+        "node {node} Ready={ready:?}"
+    );
+    let evs = fleet_events(&env.client, &env.ns, Some("stk")).await?;
+    ensure!(
+        !evs.iter().any(|e| e.action == "ForceDeletePod"),
+        "force-deleted: {evs:?}"
+    );
+    // The node lets go: the member returns on its own disk and the fleet unblocks.
+    let id = rule.rule.context("the fault rule's id")?.id;
+    env.sim.control.delete_fault(id).await?;
+    wait_for(
+        "stk-1 replaced by its StatefulSet",
+        Duration::from_secs(90),
+        || {
+            let pods = pods.clone();
+            let uid = uid.clone();
+            async move {
+                Ok(pods
+                    .get_opt("stk-1")
+                    .await?
+                    .filter(|p| p.metadata.uid.as_deref() != Some(uid.as_str()))
+                    .map(|_| ()))
+            }
+        },
+    )
+    .await?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(90)).await?;
+    wait_condition(
+        env,
+        "stk",
+        "Blocked",
+        "False",
+        None,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let after = claims(env).await?;
+    ensure!(
+        uids(&before) == uids(&after),
+        "a claim changed: {before:?} -> {after:?}"
+    );
+    eprintln!("[stuck-term] released by its node: back on its own disk, unblocked");
     Ok(())
 }

@@ -20,6 +20,10 @@ pub enum FaultKind {
     ImagePull,
     /// The container's configuration cannot be built: waiting `CreateContainerConfigError`.
     ConfigError,
+    /// The container runs on, but once the Pod is deleted the kubelet never finishes it
+    /// (a container that ignores its kill, a volume that will not unmount): the Pod stays
+    /// terminating on a Ready node, its process still running, until the rule goes.
+    HangTermination,
 }
 
 impl FaultKind {
@@ -29,6 +33,7 @@ impl FaultKind {
             FaultKind::CrashLoop => &["CrashLoopBackOff"],
             FaultKind::ImagePull => &["ErrImagePull", "ImagePullBackOff"],
             FaultKind::ConfigError => &["CreateContainerConfigError"],
+            FaultKind::HangTermination => &[],
         }
     }
 }

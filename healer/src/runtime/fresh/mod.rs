@@ -5,7 +5,9 @@
 //! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation, all at
 //! once: one list each of the CelldFleet, the workload of its kind named after it (then
 //! of the other kind if there is none: [`workloads`]), Pods carrying its identity, Pods
-//! held by its handoffs and its bucket reservation; its
+//! held by its handoffs and its bucket reservation; the node of each of those Pods that
+//! is terminating (rule F2 force-deletes a Pod only if its node is unreachable on this
+//! read too: one list per such node, none in the steady state); its
 //! claims ([`claims`]: the namespace's claim names and the claims carrying the identity,
 //! then any other claim at a member name); plus its ReplicaSets (metadata only) for a
 //! Deployment fleet. Unlike the caches, the workloads are read by name whatever their
@@ -22,7 +24,7 @@ use std::collections::HashSet;
 use celld_api::labels::{IDENTITY, REPLACEMENT_INDEX, claim_ordinal};
 use celld_api::{CelldBucketReservation, CelldFleet, reservation_name};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use std::sync::Arc;
@@ -42,11 +44,16 @@ pub struct Gathered {
     /// The bucket reservation as the fresh read found it (`Some(None)`: there is none);
     /// `None` when gathered from the caches (the reservation cache is used then).
     pub reservation: Option<Option<Arc<CelldBucketReservation>>>,
+    /// The nodes of the terminating Pods as the fresh read found them (`None` in a pair:
+    /// the node is gone); `None` when gathered from the caches (the nodes watch is used
+    /// then).
+    pub nodes: Option<Vec<(String, Option<Node>)>>,
 }
 
 /// Number of list requests one fresh read makes when the fleet's workload exists (one
-/// more when it does not) and no claim of another identity sits at a member name (each
-/// such claim adds one), for the request-cost figures.
+/// more when it does not), no claim of another identity sits at a member name (each
+/// such claim adds one) and no Pod is terminating (each node under one adds one), for
+/// the request-cost figures.
 pub fn requests(stateful_set: bool) -> usize {
     if stateful_set { 7 } else { 8 }
 }
@@ -233,6 +240,7 @@ pub async fn read(
             keyed(client, ns, name, &keys),
         )?
     };
+    let nodes = nodes_under_terminating(client, &k.pods).await?;
     Ok(Some((
         fresh,
         Gathered {
@@ -242,6 +250,39 @@ pub async fn read(
             claims: k.claims,
             replica_sets: k.replica_sets,
             reservation: Some(k.reservation),
+            nodes: Some(nodes),
         },
     )))
+}
+
+/// The nodes of the terminating Pods among `pods`, each read by name (`None`: gone).
+async fn nodes_under_terminating(
+    client: &Client,
+    pods: &[Pod],
+) -> Result<Vec<(String, Option<Node>)>, kube::Error> {
+    let mut names: Vec<&str> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let api = Api::<Node>::all(client.clone());
+    let lists = futures::future::try_join_all(names.iter().map(|n| {
+        let api = api.clone();
+        let params = by_name(n);
+        async move { api.list(&params).await }
+    }))
+    .await?;
+    Ok(names
+        .into_iter()
+        .zip(lists)
+        .map(|(n, l)| {
+            let node = l
+                .items
+                .into_iter()
+                .find(|o| o.metadata.name.as_deref() == Some(n));
+            (n.to_string(), node)
+        })
+        .collect())
 }

@@ -275,7 +275,9 @@ async fn add_fault(sim: &Arc<Sim>, mut rule: FaultRule) -> ApiResult {
     let done = wait_pods(sim, &pods, |v, expected| {
         // A later rule may override this one; wait for whatever is expected now.
         let f = expected.unwrap_or(fault);
-        v.stub_pid.is_none() && v.applied_fault == Some(f) && v.fault == Some(f)
+        // A hung termination shows only on deletion: in effect once the kubelet has it.
+        let stopped = v.stub_pid.is_none() || f == FaultKind::HangTermination;
+        stopped && v.applied_fault == Some(f) && v.fault == Some(f)
     })
     .await?;
     tracing::warn!(rule = ?rule, pods = ?done, "fault rule added");

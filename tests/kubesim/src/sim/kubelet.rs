@@ -494,7 +494,11 @@ impl Worker {
     async fn reconcile(&mut self, pod: &Pod) {
         let fault = self.sim.fault_for(&self.ns, &self.name);
         if fault != self.fault {
-            if let Some(f) = fault {
+            if fault == Some(FaultKind::HangTermination) {
+                // Only a deletion shows it; the container runs on.
+                tracing::warn!(pod = %self.key(), "fault injected: termination will hang");
+                self.fault_tick = None;
+            } else if let Some(f) = fault {
                 tracing::warn!(pod = %self.key(), fault = ?f, "fault injected");
                 if self.child.is_some() {
                     self.kill_now().await;
@@ -509,7 +513,7 @@ impl Worker {
                     FaultKind::CrashLoop | FaultKind::ImagePull => {
                         Some(Instant::now() + self.backoff())
                     }
-                    FaultKind::ConfigError => None,
+                    FaultKind::ConfigError | FaultKind::HangTermination => None,
                 };
             } else {
                 tracing::info!(pod = %self.key(), "fault removed");
@@ -519,6 +523,9 @@ impl Worker {
             }
             self.fault = fault;
             self.applied = None;
+            if fault == Some(FaultKind::HangTermination) {
+                self.applied = Some(fault);
+            }
         }
         if self.child.is_some() {
             return;
@@ -576,7 +583,7 @@ impl Worker {
                 );
                 return;
             }
-            None => {}
+            Some(FaultKind::HangTermination) | None => {}
         }
         if self.restart_at.is_some_and(|t| t > Instant::now()) {
             self.waiting = (
@@ -833,6 +840,18 @@ impl Worker {
     /// grace period, then SIGKILL), then delete with grace 0 and a uid precondition.
     async fn terminate(&mut self, pod: &Pod) {
         if self.deleted {
+            let _ = self.rx.changed().await;
+            return;
+        }
+        if self.sim.fault_for(&self.ns, &self.name) == Some(FaultKind::HangTermination) {
+            // Hung: no signal, the process runs on, the Pod is never finished; the node
+            // stays Ready. Looked at again when the rule goes (or the Pod does).
+            if self.ready {
+                tracing::warn!(pod = %self.key(), "terminating: hung (fault injected)");
+                self.ready = false;
+                self.sync_status(pod).await;
+                self.publish("Terminating");
+            }
             let _ = self.rx.changed().await;
             return;
         }
