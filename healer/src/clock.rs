@@ -154,7 +154,9 @@ pub struct Observations {
     lost: HashMap<String, (String, Mono)>,
     /// Node name -> since when it has been seen NotReady or Unknown (rule F1). The
     /// node's condition times are its kubelet's or the node controller's clocks.
-    unreachable: HashMap<String, Mono>,
+    /// Keyed by the node and its Ready condition's transition time, so two Pods that see
+    /// one node differently (one read later) never restart each other's observation.
+    unreachable: HashMap<(String, Option<Timestamp>), Mono>,
 }
 
 impl Observations {
@@ -204,12 +206,17 @@ impl Observations {
                 }
             };
             p.seen_since = Some(now.wall_of(since));
-            if let (Some(node), NodeState::Unreachable { since }) = (&p.node_name, &mut p.node) {
-                let t = match self.unreachable.get(node) {
+            if let (Some(node), NodeState::Unreachable { since, transition }) =
+                (&p.node_name, &mut p.node)
+            {
+                // Another transition (the node back and lost again between two looks)
+                // starts the observation over.
+                let key = (node.clone(), *transition);
+                let t = match self.unreachable.get(&key) {
                     Some(t) => *t,
                     None => {
                         if update {
-                            self.unreachable.insert(node.clone(), now.mono);
+                            self.unreachable.insert(key, now.mono);
                         }
                         now.mono
                     }
@@ -218,7 +225,7 @@ impl Observations {
             } else if update
                 && let (Some(node), NodeState::Ready | NodeState::Gone) = (&p.node_name, p.node)
             {
-                self.unreachable.remove(node);
+                self.unreachable.retain(|(n, _), _| n != node);
             }
         }
         for c in &mut snap.claims {
@@ -425,5 +432,47 @@ mod tests {
         assert!(o.is_empty());
         o.observe(&mut s, now(T0 + Span::mins(5), 300_000), true);
         assert_eq!(s.claim(2).lost_since, Some(T0 + Span::mins(5)));
+    }
+
+    /// Rule F2's timing: a node is timed from the healer's first look at it unreachable;
+    /// a new transition (back and lost again between two looks) starts over, and so does
+    /// a fresh read that shows what the caches have not.
+    #[test]
+    fn an_unreachable_node_is_timed_per_transition() {
+        let unreachable = |t: i64| NodeState::Unreachable {
+            since: None,
+            transition: Some(at(t)),
+        };
+        let mut o = Observations::default();
+        let mut s = persistent(3);
+        s.pod(1).node = unreachable(-1);
+        o.observe(&mut s, now(T0, 0), true);
+        let since = |s: &mut Snapshot| match s.pod(1).node {
+            NodeState::Unreachable { since, .. } => since,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(since(&mut s), Some(T0));
+        // Five minutes on, the same loss: timed from the first look.
+        let mut later = persistent(3);
+        later.pod(1).node = unreachable(-1);
+        o.observe(&mut later, now(T0 + Span::mins(5), 300_000), true);
+        assert_eq!(since(&mut later), Some(T0));
+        // A fresh read with another transition: seen only now, and not recorded.
+        let mut fresh = persistent(3);
+        fresh.pod(1).node = unreachable(4);
+        o.observe(&mut fresh, now(T0 + Span::mins(5), 300_000), false);
+        assert_eq!(since(&mut fresh), Some(T0 + Span::mins(5)));
+        // The node was back and lost again: the caches' next look starts over.
+        let mut again = persistent(3);
+        again.pod(1).node = unreachable(4);
+        o.observe(&mut again, now(T0 + Span::mins(6), 360_000), true);
+        assert_eq!(since(&mut again), Some(T0 + Span::mins(6)));
+        // Seen Ready: forgotten.
+        let mut ready = persistent(3);
+        o.observe(&mut ready, now(T0 + Span::mins(7), 420_000), true);
+        let mut lost = persistent(3);
+        lost.pod(1).node = unreachable(4);
+        o.observe(&mut lost, now(T0 + Span::mins(8), 480_000), true);
+        assert_eq!(since(&mut lost), Some(T0 + Span::mins(8)));
     }
 }

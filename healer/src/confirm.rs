@@ -235,6 +235,7 @@ mod tests {
         let mut fresh = persistent(5);
         for o in [3, 1, 2] {
             fresh.pod(o).deletion = Some(at(-5));
+            fresh.unreachable(o);
         }
         // Held by someone else's finalizer: it stays, read as force-deleted already.
         fresh.pod(2).other_finalizers = vec!["example.com/keep".into()];
@@ -267,11 +268,13 @@ mod tests {
         let mut lagging = persistent(5);
         for o in [1, 2] {
             lagging.pod(o).deletion = Some(at(-5));
+            lagging.unreachable(o);
         }
         lagging.pod(2).other_finalizers = vec!["example.com/keep".into()];
         let mut read = persistent(5);
         for o in [3, 1, 2] {
             read.pod(o).deletion = Some(at(-5));
+            read.unreachable(o);
         }
         read.pod(2).other_finalizers = vec!["example.com/keep".into()];
         assert_eq!(batch(&first, read, lagging, at(0), &cfg).len(), 1);
@@ -289,6 +292,7 @@ mod tests {
         let mut fresh = persistent(3);
         for o in [1, 2] {
             fresh.pod(o).deletion = Some(at(-5));
+            fresh.unreachable(o);
         }
         let done = decide(&fresh, at(0), &cfg).action.expect("F1");
         let Action::ForceDeletePod { uid, .. } = &done else {
@@ -310,6 +314,7 @@ mod tests {
         lagging.pods = persistent(3).pods;
         for o in [1, 2] {
             lagging.pod(o).deletion = Some(at(-5));
+            lagging.unreachable(o);
         }
         assert_eq!(ride(&done, &on_read, &decide(&lagging, at(0), &cfg)), None);
     }

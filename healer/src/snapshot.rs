@@ -270,15 +270,21 @@ pub enum NodeState {
     Unbound,
     /// The node object is gone from the API server.
     Gone,
-    /// The node's Ready condition is True: its kubelet is up and can still finish the
-    /// Pod (a hung container or a stuck unmount is not a stranded Pod).
+    /// The node's kubelet reports: Ready is True, or False (a kubelet that says its node
+    /// is not ready is alive, and so may be its containers). It can still finish the Pod
+    /// (a hung container or a stuck unmount is not a stranded Pod).
     Ready,
-    /// Ready is False or Unknown; `since`: since when the healer has seen it so without a
-    /// break, on its own clock ([`crate::clock::Observations`]; `None`: not observed,
-    /// which counts as seen only now).
+    /// Ready is Unknown: the node controller lost contact with the kubelet. `since`:
+    /// since when the healer has seen it so without a break, on its own clock
+    /// ([`crate::clock::Observations`]; `None`: not observed, which counts as seen only
+    /// now).
     Unreachable {
         /// Start of the healer's observation.
         since: Option<Timestamp>,
+        /// The Ready condition's `lastTransitionTime` (the node controller's clock):
+        /// only a key, so that a node that recovered and was lost again in between two
+        /// looks is observed anew, never timed from the first loss.
+        transition: Option<Timestamp>,
     },
     /// The healer cannot tell: its node watch has not listed or has failed, or the node
     /// has no Ready condition.

@@ -209,7 +209,7 @@ pub trait Edit {
     /// Marks the claim of ordinal `o` Lost, seen Lost since five minutes before `T0`
     /// (past the confirmation window).
     fn lose(&mut self, o: u32);
-    /// Member `o`'s node seen NotReady for ten minutes (rule F2: its Pod is stranded).
+    /// Member `o`'s node seen unreachable for ten hours (rule F2: its Pod is stranded).
     fn unreachable(&mut self, o: u32);
 }
 
@@ -217,6 +217,7 @@ impl Edit for Snapshot {
     fn unreachable(&mut self, o: u32) {
         self.pod(o).node = NodeState::Unreachable {
             since: Some(at(-600)),
+            transition: None,
         };
     }
     fn lose(&mut self, o: u32) {

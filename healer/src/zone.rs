@@ -9,6 +9,9 @@ use std::fmt::Debug;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 
+use crate::snapshot::NodeState;
+use crate::time::Timestamp;
+
 /// The well-known zone label of Nodes (and the key of a zonal volume's node affinity).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
@@ -25,6 +28,35 @@ pub trait ZoneLookup: Debug + Sync {
         let _ = name;
         crate::snapshot::NodeState::Unknown
     }
+}
+
+/// A node's state from its Ready condition (`None`: it has none): Unknown (the node
+/// controller lost its kubelet) is unreachable, keyed by the condition's transition time;
+/// True or False (reported by a live kubelet) is Ready; no condition is not known.
+pub fn node_state_of(ready: Option<&k8s_openapi::api::core::v1::NodeCondition>) -> NodeState {
+    match ready.map(|c| (c.status.as_str(), c)) {
+        Some(("True" | "False", _)) => NodeState::Ready,
+        Some(("Unknown", c)) => NodeState::Unreachable {
+            since: None,
+            transition: c
+                .last_transition_time
+                .as_ref()
+                .map(|t| Timestamp(t.0.as_millisecond())),
+        },
+        _ => NodeState::Unknown,
+    }
+}
+
+/// The Ready condition of a node.
+pub fn ready_condition(
+    n: &k8s_openapi::api::core::v1::Node,
+) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
 }
 
 /// Knows no zone (tests, and callers without caches).

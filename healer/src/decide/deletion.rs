@@ -36,9 +36,10 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
             );
         }
         // Rule W5 (claim retention) in deletion: deleting a set whose retention policy
-        // deletes claims hands every disk to the garbage collector at once, before the
-        // members have drained. Held until the policy is Retain again.
-        if !w.deleting && !w.claim_retention.keeps_claims() && super::mutation::on("W5") {
+        // deletes claims when it is deleted hands every disk to the garbage collector at
+        // once, before the members have drained. Held until that field is Retain again
+        // (`whenScaled` does nothing on deletion).
+        if !w.deleting && w.claim_retention.when_deleted.is_some() && super::mutation::on("W5") {
             return Outcome::report(
                 "W5",
                 Reason::DeletionBlocked,

@@ -34,7 +34,7 @@ fn stranded(p: &Pod, cx: &Ctx) -> Result<(), (NotStranded, Option<crate::time::T
     }
     match p.node {
         NodeState::Unbound | NodeState::Gone => Ok(()),
-        NodeState::Unreachable { since } => {
+        NodeState::Unreachable { since, .. } => {
             // Not observed yet counts as seen only now (a restart or a new leader
             // times the node again: at most one margin more).
             let at = since.unwrap_or(cx.now) + cx.cfg.force_delete_margin;
@@ -104,20 +104,25 @@ pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
             t.rfc3339()
         ));
     }
-    if let Some((p, why)) = stuck.iter().min_by(|a, b| a.0.name.cmp(&b.0.name)) {
+    // A Pod stuck on a live node needs a person: it is the one reported, before one
+    // that only waits for its node's margin or for the nodes watch.
+    if let Some((p, why)) = stuck
+        .iter()
+        .min_by_key(|(p, why)| (!matches!(why, NotStranded::Ready), p.name.as_str()))
+    {
         let node = p.node_name.as_deref().unwrap_or("?");
         let since = p.deletion.map(|t| t.rfc3339()).unwrap_or_default();
         let note = match why {
             NotStranded::Ready => format!(
-                "Pod {} is stuck terminating (its grace ended at {since}) on node {node}, which is Ready: its kubelet has not finished it (a hung container or a stuck unmount), and its process may still hold the disk, so the healer does not force-delete it. Find out why on the node; `kubectl delete pod {} --grace-period=0 --force` once it is safe",
+                "Pod {} is stuck terminating (its grace ended at {since}) on node {node}, whose kubelet is up (Ready True or False, not Unknown): it has not finished the Pod (a hung container or a stuck unmount), and its process may still hold the disk, so the healer does not force-delete it. Find out why on the node; `kubectl delete pod {} --grace-period=0 --force` once it is safe",
                 p.name, p.name
             ),
             NotStranded::UnreachableTooShort => format!(
-                "Pod {} is past its grace (ended at {since}) on node {node}, which is NotReady: it is force-deleted once the node stayed unreachable for the margin",
+                "Pod {} is past its grace (ended at {since}) on node {node}, whose kubelet is unreachable (Ready Unknown): it is force-deleted once the node stayed so for the margin",
                 p.name
             ),
             NotStranded::Unknown => format!(
-                "Pod {} is past its grace (ended at {since}) on node {node}, whose state the healer cannot see (its node watch has not listed): it is not force-deleted until the node is seen NotReady or gone",
+                "Pod {} is past its grace (ended at {since}) on node {node}, whose state the healer cannot see (its nodes watch has not listed or has failed, or the node reports no Ready condition): it is not force-deleted until the node is seen unreachable or gone",
                 p.name
             ),
         };

@@ -1289,7 +1289,7 @@ fn f2_a_pod_stuck_on_a_ready_node_is_reported_not_force_deleted() {
     assert!(blocked(&p));
     let m = message(&p);
     assert!(
-        m.contains("alpha-2") && m.contains("node-2, which is Ready") && m.contains("--force"),
+        m.contains("alpha-2") && m.contains("node-2, whose kubelet is up") && m.contains("--force"),
         "{m}"
     );
     // Other rules still run: growth (rule G2 for a Bucket fleet) is not starved by the
@@ -1308,15 +1308,21 @@ fn f2_an_unreachable_node_is_timed_by_the_healer_for_the_margin() {
     let mut s = persistent(3);
     s.pod(2).deletion = Some(at(0));
     // Seen NotReady only since minute 3: due at minute 5, not at the Pod's deadline.
-    s.pod(2).node = NodeState::Unreachable { since: Some(at(3)) };
+    s.pod(2).node = NodeState::Unreachable {
+        since: Some(at(3)),
+        transition: None,
+    };
     let p = plan(&s, at(4));
     assert_eq!(p.action, None);
     assert_eq!(reason(&p), "Provisioning");
-    assert!(message(&p).contains("NotReady"), "{}", message(&p));
+    assert!(message(&p).contains("unreachable"), "{}", message(&p));
     assert_eq!(p.wake_at, Some(at(5)));
     assert_eq!(plan(&s, at(5)).rule, "F1");
     // Not observed at all (a new leader): counts as seen now, so one margin more.
-    s.pod(2).node = NodeState::Unreachable { since: None };
+    s.pod(2).node = NodeState::Unreachable {
+        since: None,
+        transition: None,
+    };
     let p = plan(&s, at(10));
     assert_eq!(p.action, None);
     assert_eq!(p.wake_at, Some(at(12)));

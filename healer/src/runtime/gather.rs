@@ -126,17 +126,7 @@ impl ZoneLookup for WithFreshNodes<'_> {
         match self.nodes.iter().find(|(n, _)| n == name) {
             None => self.cached.node_state(name),
             Some((_, None)) => NodeState::Gone,
-            Some((_, Some(node))) => match node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-                .map(|c| c.status.as_str())
-            {
-                Some("True") => NodeState::Ready,
-                Some("False" | "Unknown") => NodeState::Unreachable { since: None },
-                _ => NodeState::Unknown,
-            },
+            Some((_, Some(node))) => crate::zone::node_state_of(crate::zone::ready_condition(node)),
         }
     }
 }

@@ -395,7 +395,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                 let mut due = None;
                 if let Some(read) = fresh {
                     write_status(ctx, &read.fleet, &read.plan, Spacing::Now).await?;
-                    due = read.plan.wake_at.map(|t| t - now);
+                    due = read.plan.wake_at.map(|t| t - ctx.clocks.now().wall);
                 }
                 let n = {
                     let mut holds = ctx.memory.holds.lock().expect("holds");
@@ -406,7 +406,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
                 let back_off = Duration::from_secs((5u64 << (n - 1).min(6)).min(300));
                 let delay = due
                     .filter(|_| n == 1)
-                    .and_then(|d| u64::try_from(d.millis()).ok())
+                    .map(|d| u64::try_from(d.millis()).unwrap_or(0))
                     .map_or(back_off, |ms| {
                         back_off.min(Duration::from_millis(ms.max(100)))
                     });

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex};
 use celld_api::CelldFleet;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
@@ -38,7 +40,7 @@ use super::metrics::{Metrics, ResourceLabel};
 use super::scoped::Scoped;
 use super::watches::{Obj, Stores, by_identity};
 use crate::snapshot::NodeState;
-use crate::zone::{ZONE_LABEL, ZoneLookup, volume_zone};
+use crate::zone::{ZONE_LABEL, ZoneLookup, node_state_of, ready_condition, volume_zone};
 
 /// The two watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -102,11 +104,12 @@ impl ZoneLookup for Zones {
         let Some((table, State::Ok)) = tables.get(&Which::Readiness) else {
             return NodeState::Unknown;
         };
-        match table.live.get(name).map(String::as_str) {
+        match table.live.get(name) {
             None => NodeState::Gone,
-            Some("True") => NodeState::Ready,
-            Some("False" | "Unknown") => NodeState::Unreachable { since: None },
-            Some(_) => NodeState::Unknown,
+            Some(kept) => {
+                let ready = serde_json::from_str::<NodeCondition>(kept).ok();
+                node_state_of(ready.as_ref())
+            }
         }
     }
 }
@@ -160,7 +163,7 @@ impl Zones {
         let next = match ev {
             Err(e) => {
                 if *state != State::Failed && metered {
-                    warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status (nothing else depends on them)");
+                    warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status, and (nodes) no stranded Pod is force-deleted meanwhile");
                 }
                 State::Failed
             }
@@ -246,15 +249,22 @@ fn node_entry(n: &Node) -> (String, Option<String>) {
     )
 }
 
-/// A Node's name and the status of its Ready condition (`-`: it has none yet).
+/// A Node's name and its Ready condition's status and transition time (as JSON; `-`:
+/// it has none yet). Not its heartbeat times: a heartbeat is not a change.
 fn readiness_entry(n: &Node) -> (String, Option<String>) {
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map_or_else(|| "-".to_string(), |c| c.status.clone());
-    (n.metadata.name.clone().unwrap_or_default(), Some(ready))
+    let kept = ready_condition(n).map_or_else(
+        || "-".to_string(),
+        |c| {
+            serde_json::to_string(&NodeCondition {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                last_transition_time: c.last_transition_time.clone(),
+                ..NodeCondition::default()
+            })
+            .unwrap_or_default()
+        },
+    );
+    (n.metadata.name.clone().unwrap_or_default(), Some(kept))
 }
 
 /// A PersistentVolume's name and the zone its node affinity pins it to.
@@ -345,6 +355,7 @@ mod tests {
     use crate::runtime::http::Health;
     use crate::runtime::served::Served;
     use crate::runtime::watches::WatchHealth;
+    use crate::time::Timestamp;
 
     fn node(name: &str, zone: Option<&str>) -> Node {
         let mut n = Node::default();
@@ -359,11 +370,17 @@ mod tests {
         Ok(e)
     }
 
-    fn with_ready(mut n: Node, status: &str) -> Node {
+    fn with_ready(mut n: Node, status: &str, since: &str) -> Node {
         n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
             conditions: Some(vec![k8s_openapi::api::core::v1::NodeCondition {
                 type_: "Ready".into(),
                 status: status.into(),
+                last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    since.parse().expect("a time"),
+                )),
+                last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                )),
                 ..Default::default()
             }]),
             ..Default::default()
@@ -371,8 +388,9 @@ mod tests {
         n
     }
 
-    /// Rule F2's view of nodes: unknown until the watch listed, then Ready, unreachable
-    /// (False or Unknown) or gone; unknown again while the watch fails.
+    /// Rule F2's view of nodes: unknown until the watch listed; then Ready (True or
+    /// False: a kubelet that reports), unreachable (Unknown, keyed by its transition time)
+    /// or gone; unknown again once the watch fails.
     #[test]
     fn node_readiness_is_known_only_from_a_listing() {
         let metrics = Arc::new(Metrics::new());
@@ -385,22 +403,52 @@ mod tests {
             c.dedup();
             c
         };
+        let t1 = "2026-12-05T10:00:00Z";
+        let t2 = "2026-12-05T10:05:00Z";
         rec(Event::Init);
-        rec(Event::InitApply(with_ready(node("a", Some("z1")), "True")));
+        rec(Event::InitApply(with_ready(
+            node("a", Some("z1")),
+            "True",
+            t1,
+        )));
         rec(Event::InitApply(node("b", None)));
+        rec(Event::InitApply(with_ready(node("d", None), "True", t1)));
         assert_eq!(z.node_state("a"), NodeState::Unknown, "not listed yet");
         rec(Event::InitDone);
         assert_eq!(z.node_state("a"), NodeState::Ready);
         assert_eq!(z.node_state("b"), NodeState::Unknown, "no Ready condition");
         assert_eq!(z.node_state("c"), NodeState::Gone);
-        // The kubelet stops: the node controller sets Unknown; the Pods on it requeue.
+        // A heartbeat alone is no change: nothing requeues.
+        assert!(rec(Event::Apply(with_ready(node("a", Some("z1")), "True", t1))).is_empty());
+        // A kubelet that reports NotReady is alive: not unreachable.
         assert_eq!(
-            rec(Event::Apply(with_ready(node("a", Some("z1")), "Unknown"))),
+            rec(Event::Apply(with_ready(node("a", Some("z1")), "False", t2))),
             ["a"]
         );
-        assert_eq!(z.node_state("a"), NodeState::Unreachable { since: None });
-        rec(Event::Apply(with_ready(node("a", Some("z1")), "False")));
-        assert_eq!(z.node_state("a"), NodeState::Unreachable { since: None });
+        assert_eq!(z.node_state("a"), NodeState::Ready);
+        // The kubelet stops: the node controller sets Unknown; the Pods on it requeue.
+        assert_eq!(
+            rec(Event::Apply(with_ready(
+                node("a", Some("z1")),
+                "Unknown",
+                t2
+            ))),
+            ["a"]
+        );
+        let at = |t: &str| {
+            Some(Timestamp(
+                t.parse::<k8s_openapi::jiff::Timestamp>()
+                    .unwrap()
+                    .as_millisecond(),
+            ))
+        };
+        assert_eq!(
+            z.node_state("a"),
+            NodeState::Unreachable {
+                since: None,
+                transition: at(t2)
+            }
+        );
         rec(Event::Delete(node("a", Some("z1"))));
         assert_eq!(z.node_state("a"), NodeState::Gone);
         // One event counted once, for the two tables it feeds.
@@ -408,11 +456,14 @@ mod tests {
             .watch_events
             .get_or_create(&ResourceLabel { resource: "nodes" })
             .get();
-        assert_eq!(events, 3);
+        assert_eq!(events, 4);
+        // A failed watch: a node known Ready before is unknown now.
+        assert_eq!(z.node_state("d"), NodeState::Ready);
         let failed: Result<Event<Node>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
         z.record(Which::Nodes, &failed, node_entry);
         z.record(Which::Readiness, &failed, readiness_entry);
-        assert_eq!(z.node_state("b"), NodeState::Unknown);
+        assert_eq!(z.node_state("d"), NodeState::Unknown);
+        assert_eq!(z.node_state("c"), NodeState::Unknown, "not gone either");
     }
 
     fn healthy(m: &Metrics, resource: &'static str) -> i64 {

@@ -72,7 +72,10 @@ impl Sim {
                         if !self.nodes[n].up
                             && self.now >= self.nodes[n].down_at + NOT_READY_AFTER =>
                     {
-                        s::NodeState::Unreachable { since: None }
+                        s::NodeState::Unreachable {
+                            since: None,
+                            transition: Some(ts(self.nodes[n].down_at + NOT_READY_AFTER)),
+                        }
                     }
                     Some(_) => s::NodeState::Ready,
                 },

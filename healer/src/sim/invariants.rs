@@ -97,14 +97,26 @@ impl Sim {
         // F2: a force delete only for a Pod its node cannot finish: unbound, or on a node
         // that is down (its kubelet stopped). A Pod stuck on an up node may still hold
         // its disk.
+        // And only once the node has been unreachable (its Ready condition Unknown, which
+        // the node controller sets NOT_READY_AFTER after the kubelet stopped) for the
+        // whole margin, without a break.
         if let Action::ForceDeletePod { uid, .. } = a
             && let Some(p) = self.pods.iter().find(|p| p.uid.to_string() == *uid)
             && let Some(n) = p.node
-            && self.nodes[n].up
+            && (self.nodes[n].up
+                || self.now
+                    < self.nodes[n].down_at
+                        + NOT_READY_AFTER
+                        + self.cfg.force_delete_margin.millis())
         {
             return Err(Violation(format!(
-                "member {} force-deleted while its node was up (stuck terminating, not stranded)",
-                p.ord
+                "member {} force-deleted while its node was {}",
+                p.ord,
+                if self.nodes[n].up {
+                    "up (stuck terminating, not stranded)"
+                } else {
+                    "unreachable for less than the margin"
+                }
             )));
         }
         // A protected fleet being deleted: nothing destroyed, no release. (A conflicted

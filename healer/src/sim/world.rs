@@ -308,6 +308,7 @@ pub(super) fn decoys() -> Vec<Decoy> {
             node_name: Some("node-0".into()),
             node: s::NodeState::Unreachable {
                 since: Some(ts(START - 3_600_000)),
+                transition: None,
             },
             zone: None,
             phase: s::PodPhase::Running,

@@ -320,7 +320,7 @@ async fn stuck_terminating(env: &mut Env) -> Result<()> {
     .await?;
     eprintln!("[stuck-term] Blocked/MemberStuckTerminating: {msg}");
     ensure!(
-        msg.contains("stk-1") && msg.contains(&format!("{node}, which is Ready")),
+        msg.contains("stk-1") && msg.contains(&format!("{node}, whose kubelet is up")),
         "{msg}"
     );
     let ev = wait_event(
