@@ -163,7 +163,14 @@ impl Zones {
         let next = match ev {
             Err(e) => {
                 if *state != State::Failed && metered {
-                    warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status, and (nodes) no stranded Pod is force-deleted meanwhile");
+                    match w {
+                        Which::Nodes => {
+                            warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status, and no stranded Pod is force-deleted meanwhile")
+                        }
+                        _ => {
+                            warn!(watch = w.resource(), error = %e, "watch failed: member zones stay unknown in status")
+                        }
+                    }
                 }
                 State::Failed
             }

@@ -407,7 +407,7 @@ async fn no_zones(env: &mut Env) -> Result<()> {
         ensure!(healthy == 0.0, "{r} watch reported healthy: {healthy}");
         let said = log
             .lines()
-            .filter(|l| l.contains("member zones stay unknown") && l.contains(r))
+            .filter(|l| l.contains("member zones stay unknown") && l.contains(&format!("\"{r}\"")))
             .count();
         ensure!(said == 1, "the log says it {said} times for {r}");
     }
