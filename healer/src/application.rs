@@ -24,6 +24,12 @@ pub const MAX_SAMPLE_AGE_MS: i64 = 90_000;
 /// Largest body the runtime should accept.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
+/// What celld's internal port answers (HTTP 503) to everything but the log-seal and
+/// log-tail calls while it recovers its predecessor's log at start.
+pub const RECOVERY_IN_PROGRESS: &str = "predecessor recovery in progress";
+/// Most of a 503 body read to look for [`RECOVERY_IN_PROGRESS`].
+pub const MAX_UNAVAILABLE_BODY_BYTES: usize = 4 << 10;
+
 /// What the runtime got back from one member.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
@@ -31,6 +37,9 @@ pub enum Answer {
     Body(Vec<u8>),
     /// Another HTTP status.
     Status(u16),
+    /// HTTP 503 saying that the member is recovering its predecessor's log
+    /// ([`RECOVERY_IN_PROGRESS`]; rule R9).
+    Recovering,
     /// No answer (connection refused, reset).
     Failed(String),
     /// No answer in time (connect or whole call).
@@ -139,6 +148,10 @@ pub fn read(o: &Observation) -> Reading {
         }
         Answer::Status(s) => {
             r.verdict = Verdict::Unavailable(format!("HTTP {s}"));
+            return r;
+        }
+        Answer::Recovering => {
+            r.verdict = Verdict::Unavailable("recovering its predecessor's log".into());
             return r;
         }
         Answer::Body(b) if b.len() > MAX_BODY_BYTES => {

@@ -157,6 +157,10 @@ pub struct Observations {
     /// Keyed by the node and its Ready condition's transition time, so two Pods that see
     /// one node differently (one read later) never restart each other's observation.
     unreachable: HashMap<(String, Option<Timestamp>), Mono>,
+    /// Pod uid -> when its celld last answered that it is recovering its predecessor's
+    /// log (rule R9). Heard from the member itself, not read from a cache; forgotten
+    /// once the Pod is seen ready.
+    recovering: HashMap<String, Mono>,
 }
 
 impl Observations {
@@ -176,7 +180,15 @@ impl Observations {
             self.pods.clear();
             self.lost.clear();
             self.unreachable.clear();
+            self.recovering.clear();
         }
+    }
+
+    /// Records that the member Pod `uid` answered, at `at`, that it is recovering its
+    /// predecessor's log (rule R9).
+    pub fn heard_recovering(&mut self, uid: &str, at: Mono) {
+        let t = self.recovering.entry(uid.to_string()).or_insert(at);
+        *t = (*t).max(at);
     }
 
     /// Fills `seen_since` of every Pod, the `since` of an unreachable node under a Pod,
@@ -206,6 +218,17 @@ impl Observations {
                 }
             };
             p.seen_since = Some(now.wall_of(since));
+            if seen.ready {
+                if update {
+                    self.recovering.remove(&p.uid);
+                }
+                p.recovering_seen = None;
+            } else {
+                p.recovering_seen = self
+                    .recovering
+                    .get(&p.uid)
+                    .map(|t| now.wall_of(*t).min(now.wall));
+            }
             if let (Some(node), NodeState::Unreachable { since, transition }) =
                 (&p.node_name, &mut p.node)
             {
@@ -257,12 +280,16 @@ impl Observations {
     /// Keeps only the entries of live Pods and claims (the runtime's sweep).
     pub fn retain(&mut self, pod: impl Fn(&str) -> bool, claim: impl Fn(&str) -> bool) {
         self.pods.retain(|uid, _| pod(uid));
+        self.recovering.retain(|uid, _| pod(uid));
         self.lost.retain(|uid, _| claim(uid));
     }
 
     /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.lost.is_empty() && self.unreachable.is_empty()
+        self.pods.is_empty()
+            && self.lost.is_empty()
+            && self.unreachable.is_empty()
+            && self.recovering.is_empty()
     }
 
     /// Records a claim seen Lost now (tests of the runtime's sweep).
@@ -274,7 +301,7 @@ impl Observations {
 
     /// Entries held (Pods and claims).
     pub fn len(&self) -> usize {
-        self.pods.len() + self.lost.len() + self.unreachable.len()
+        self.pods.len() + self.lost.len() + self.unreachable.len() + self.recovering.len()
     }
 }
 
@@ -385,6 +412,35 @@ mod tests {
         });
         o.observe(&mut s, now(T0 + Span::secs(40), 40_000), true);
         assert_eq!(s.pod(1).seen_since, Some(T0 + Span::secs(40)));
+    }
+
+    #[test]
+    fn a_recovery_heard_is_kept_while_the_member_is_down_and_forgotten_once_ready() {
+        let mut o = Observations::default();
+        let mut s = persistent(3);
+        s.down(1, at(-60));
+        o.observe(&mut s, now(T0, 0), true);
+        assert_eq!(s.pod(1).recovering_seen, None);
+        o.heard_recovering(&s.pod(1).uid.clone(), Mono(20_000));
+        // An older answer arriving late does not move it back.
+        o.heard_recovering(&s.pod(1).uid.clone(), Mono(10_000));
+        o.observe(&mut s, now(T0 + Span::secs(30), 30_000), false);
+        assert_eq!(s.pod(1).recovering_seen, Some(T0 + Span::secs(20)));
+        // Ready: forgotten, so a later fall is timed from scratch.
+        s.pod(1).ready = Some(crate::snapshot::Cond {
+            status: CondStatus::True,
+            since: Some(T0),
+        });
+        o.observe(&mut s, now(T0 + Span::secs(40), 40_000), true);
+        assert_eq!(s.pod(1).recovering_seen, None);
+        s.down(1, at(50));
+        o.observe(&mut s, now(T0 + Span::secs(50), 50_000), true);
+        assert_eq!(s.pod(1).recovering_seen, None);
+        // And a change of leadership forgets it too.
+        o.heard_recovering(&s.pod(1).uid.clone(), Mono(55_000));
+        o.epoch(7);
+        o.observe(&mut s, now(T0 + Span::secs(60), 60_000), true);
+        assert_eq!(s.pod(1).recovering_seen, None);
     }
 
     #[test]

@@ -498,6 +498,7 @@ fn pod(p: &KPod, rs_owner: &BTreeMap<&str, &OwnerReference>) -> Result<Pod, Obse
         force_deleted: m.deletion_grace_period_seconds == Some(0),
         force_delete_retry_at: None,
         seen_since: None,
+        recovering_seen: None,
         other_finalizers: m
             .finalizers
             .iter()

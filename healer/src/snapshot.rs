@@ -389,6 +389,11 @@ pub struct Pod {
     /// counts as seen only now. Delays that justify a destructive write are timed with
     /// this, never with the kubelet's timestamps.
     pub seen_since: Option<Timestamp>,
+    /// When the healer last heard this member's celld say that it is recovering its
+    /// predecessor's log (HTTP 503 "predecessor recovery in progress" on its internal
+    /// port), on the healer's own clock ([`crate::clock::Observations`]); `None`: not
+    /// heard while the Pod has been down. Rule R9: such a member is not down.
+    pub recovering_seen: Option<Timestamp>,
     /// Set when the scheduler found no node for it.
     pub unschedulable: Option<Unschedulable>,
     /// A container or init container waiting on its image or configuration

@@ -174,6 +174,7 @@ pub fn member(o: u32, kind: WorkloadKind) -> Pod {
         other_finalizers: Vec::new(),
         force_delete_retry_at: None,
         seen_since: Some(at(-60)),
+        recovering_seen: None,
     }
 }
 

@@ -19,6 +19,13 @@
 //!   reported `Blocked/MemberUnschedulable` once the replacement delay passed.
 //! - R7 (crash loop): a crash-looping member is reported `Blocked/MemberCrashLooping` once
 //!   the replacement delay passed; its disk is never replaced automatically.
+//! - R9 (recovering is not down): a member whose celld answers that it is recovering its
+//!   predecessor's log (503 "predecessor recovery in progress" on its internal port) is
+//!   not down: its down time for R3 counts from the last time the healer heard that, so
+//!   only a member that answered nothing of the kind for the whole replacement delay
+//!   gets a fresh disk. Recovery may take far longer than the delay, and a fresh disk
+//!   would throw away the copy it recovers from. While heard recovering, the member is
+//!   asked again at least four times per delay ([`RECHECKS_PER_DELAY`]).
 //! - R8 (several disks lost): more than one of the fleet's claims Lost at once is an
 //!   incident (storage, a restore), not routine: no disk is replaced (`Blocked/DisksLost`,
 //!   naming the claims) until the claims recover or an operator accepts the loss of
@@ -58,6 +65,11 @@ pub fn crash_looping(p: &Pod) -> bool {
         || p.last_container_exit
             .is_some_and(|t| !p.is_ready() && t >= p.not_ready_since())
 }
+
+/// Rule R9: how many times per replacement delay a member heard recovering is looked at
+/// (and so asked) again, so that "nothing heard for the whole delay" rests on several
+/// questions, not one.
+pub const RECHECKS_PER_DELAY: i64 = 4;
 
 /// Why a down member is not due for a fresh disk.
 enum LeftAlone {
@@ -201,6 +213,13 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                 let what = describe_down(&m, p);
                 if cx.now < due {
                     cx.wake_at(due);
+                    if p.recovering_seen.is_some() {
+                        // Rule R9: ask it again before the delay could run out.
+                        let step = crate::time::Span(
+                            (cx.cfg.replacement_delay.millis() / RECHECKS_PER_DELAY).max(1_000),
+                        );
+                        cx.wake_at(cx.now + step);
+                    }
                     note = Some(format!(
                         "{what}; it gets a fresh disk at {} unless it returns",
                         due.rfc3339()
@@ -215,7 +234,7 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                     let c = cx.own_claim(o).expect("due needs a claim");
                     let message = format!(
                         "Replacing member {m}: seen down since {} while the rest of the fleet is ready; it returns on a fresh disk",
-                        seen_since(cx, p).rfc3339()
+                        down_since(cx, p).rfc3339()
                     );
                     return Heal::Act(handoff(cx, p, c, HandoffCause::DownTooLong, &m).with_event(
                         "Warning",
@@ -375,7 +394,17 @@ fn due(cx: &Ctx, n: usize, o: usize) -> Result<Timestamp, LeftAlone> {
             });
         }
     }
-    Ok(seen_since(cx, p) + cx.cfg.replacement_delay)
+    Ok(down_since(cx, p) + cx.cfg.replacement_delay)
+}
+
+/// Since when a member counts as down for rule R3: seen down (rule T2), and, by rule R9,
+/// not heard recovering since.
+fn down_since(cx: &Ctx, p: &Pod) -> Timestamp {
+    let seen = seen_since(cx, p);
+    match p.recovering_seen {
+        Some(heard) if super::mutation::on("R9") => seen.max(heard.min(cx.now)),
+        _ => seen,
+    }
 }
 
 /// Rule T2 (observed, not reported, time): since when a member has been in its current
@@ -402,6 +431,11 @@ fn describe_down(m: &str, p: &Pod) -> String {
         )
     } else if p.terminating() {
         format!("member {m} is terminating")
+    } else if let Some(t) = p.recovering_seen {
+        format!(
+            "member {m} is recovering its predecessor's log (last heard at {})",
+            t.rfc3339()
+        )
     } else {
         format!("member {m} is down")
     }

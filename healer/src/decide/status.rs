@@ -268,6 +268,9 @@ fn state_of(
                     (s, Some(p.not_ready_since()))
                 } else if crash_looping(p) {
                     ("CrashLooping", Some(p.not_ready_since()))
+                } else if p.recovering_seen.is_some() {
+                    // Rule R9: it said so itself, and is not counted down meanwhile.
+                    ("Recovering", Some(p.not_ready_since()))
                 } else if p.ready.is_none() || p.node_name.is_none() {
                     ("Starting", Some(p.created))
                 } else {

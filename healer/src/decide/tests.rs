@@ -893,6 +893,56 @@ fn r3_single_member_down_past_the_delay_gets_a_fresh_disk() {
 }
 
 #[test]
+fn r9_a_member_heard_recovering_is_not_down() {
+    let mut s = persistent(3);
+    s.down(1, at(0));
+    s.pod(1).recovering_seen = Some(at(8));
+    // Down for the whole delay, but heard recovering two minutes ago: not due.
+    let p = plan(&s, at(10));
+    assert_eq!(p.action, None);
+    let m = &p.status.member_states[1];
+    assert_eq!(
+        (m.state.as_str(), m.replace_at.as_deref()),
+        ("Recovering", Some("2026-11-29T00:18:00Z"))
+    );
+    assert!(
+        message(&p).contains("is recovering its predecessor's log"),
+        "{}",
+        message(&p)
+    );
+    // Asked again a quarter of the delay later, well before the new deadline.
+    assert_eq!(p.wake_at, Some(at(10) + Span::secs(150)));
+    // Nothing heard for the whole delay since: down, and replaced.
+    let p = plan(&s, at(18));
+    assert_eq!(p.rule, "R3");
+    assert!(matches!(&p.action, Some(Action::StartHandoff(h)) if h.pod == "alpha-1"));
+    let event = p
+        .event
+        .as_ref()
+        .map(|e| e.message.as_str())
+        .unwrap_or_default();
+    assert!(
+        event.contains("seen down since 2026-11-29T00:08:00Z"),
+        "{event}"
+    );
+}
+
+#[test]
+fn r9_a_recovery_heard_in_the_future_counts_as_now() {
+    // An answer timed after the decision's own clock reading (the fresh read asks the
+    // member after the reading) counts from now, never later.
+    let mut s = persistent(3);
+    s.down(1, at(0));
+    s.pod(1).recovering_seen = Some(at(30));
+    let p = plan(&s, at(12));
+    assert_eq!(p.action, None);
+    assert_eq!(
+        p.status.member_states[1].replace_at.as_deref(),
+        Some("2026-11-29T00:22:00Z")
+    );
+}
+
+#[test]
 fn r3_the_delay_is_configurable() {
     let mut s = persistent(3);
     s.down(1, at(0));

@@ -180,6 +180,10 @@ impl Collector {
                 wire::parse_state(&b, started, now()).map_err(|e| e.problem(Source::State))
             }
             Answer::Status(code) => Err(Problem::Missing(Source::State, format!("HTTP {code}"))),
+            Answer::Recovering => Err(Problem::Missing(
+                Source::State,
+                "recovering its predecessor's log".to_string(),
+            )),
             Answer::Failed(e) => Err(Problem::Missing(Source::State, e)),
             Answer::Slow => Err(Problem::Slow(Source::State)),
             Answer::TooLarge => Err(Problem::TooLarge(Source::State)),

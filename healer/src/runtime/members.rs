@@ -466,6 +466,24 @@ async fn exchange(
             .await
             .map_err(|e| Unanswered(format!("request: {e}")))?;
         let status = resp.status().as_u16();
+        if status == 503 {
+            // Rule R9: a member recovering its predecessor's log says so in the body.
+            let body = Limited::new(resp.into_body(), application::MAX_UNAVAILABLE_BODY_BYTES)
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let recovering =
+                String::from_utf8_lossy(&body).contains(application::RECOVERY_IN_PROGRESS);
+            return Ok((
+                if recovering {
+                    Answer::Recovering
+                } else {
+                    Answer::Status(status)
+                },
+                false,
+            ));
+        }
         if status != 200 {
             return Ok((Answer::Status(status), false));
         }

@@ -50,6 +50,7 @@ pub mod memory;
 pub mod metrics;
 pub mod rbac;
 pub mod reconcile;
+pub mod recovery;
 pub mod requests;
 pub mod scoped;
 pub mod served;

@@ -147,6 +147,14 @@ async fn confirm_fresh(
             None,
         ));
     };
+    // Rule R9 on fresh facts: the member a fresh disk is for is asked again now.
+    if let Action::StartHandoff(h) = action {
+        let target: Vec<&Pod> = own_members(&g, &fresh_fleet, &ctx.memory.force_deleted)
+            .into_iter()
+            .filter(|p| p.metadata.name.as_deref() == Some(h.pod.as_str()))
+            .collect();
+        super::recovery::listen(ctx, &target).await;
+    }
     // The fresh read is compared with what the watches observed; it starts no
     // observation of its own (`crate::clock::Observations`).
     let snapshot = match snapshot_of(ctx, &fresh_fleet, &g, reading, capacity, false) {
@@ -313,6 +321,11 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
     let g = gather(&ctx.stores, &fleet);
+    // Rule R9: members that are down are asked whether they are recovering.
+    if fleet.spec.is_stateful_set() {
+        let members = own_members(&g, &fleet, &ctx.memory.force_deleted);
+        super::recovery::listen(ctx, &members).await;
+    }
     let reading = ctx.clocks.read();
     let now = reading.now.wall;
     // The capacity policy's signal (no policy: nothing collected, nothing read). The

@@ -264,7 +264,7 @@ impl Sim {
                 }
                 continue;
             }
-            if let Container::Starting(t) = p.container
+            if let Container::Starting(t) | Container::Recovering(t) = p.container
                 && now >= t
             {
                 let rv = self.rv();
@@ -326,7 +326,7 @@ impl Sim {
                         let d = self.rng.range(5_000, 60_000);
                         if matches!(
                             self.pods[k].container,
-                            Container::Ready | Container::Starting(_)
+                            Container::Ready | Container::Starting(_) | Container::Recovering(_)
                         ) {
                             self.pods[k].container = Container::Starting(now + d);
                         }

@@ -32,6 +32,9 @@ pub(super) enum Fault {
     Invalid,
     /// The fleet's bucket reservation names another identity for a while (rule V3).
     ReservedElsewhere,
+    /// A member restarts and recovers its predecessor's log for longer than the
+    /// replacement delay (rule R9).
+    Recovery,
 }
 
 impl Sim {
@@ -56,8 +59,14 @@ impl Sim {
             Fault::TransientLost,
             Fault::Invalid,
             Fault::ReservedElsewhere,
+            Fault::Recovery,
         ];
         let f = kinds[self.rng.below(kinds.len() as u64) as usize];
+        // A mutation check about one rare race draws its fault half the time.
+        let f = match self.focus {
+            Some(focus) if self.rng.chance(50) => focus,
+            _ => f,
+        };
         let n = self.fleet.members.max(1) as u32;
         let ord = self.rng.below(n as u64) as u32;
         let mut end = self.now;
@@ -249,6 +258,19 @@ impl Sim {
                 let t = self.now + self.rng.range(60, 1_200) * 1000;
                 self.unreserve_at = Some(t);
                 self.kick();
+                end = t;
+            }
+            Fault::Recovery => {
+                let Some(i) = self.pod_idx(ord) else { return };
+                let p = &self.pods[i];
+                if !p.ready || p.deletion.is_some() || p.node.is_none_or(|n| !self.nodes[n].up) {
+                    return;
+                }
+                // One to four replacement delays: celld retries a recovery for up to an
+                // hour before it gives up and exits.
+                let delay = self.cfg.replacement_delay.millis();
+                let t = self.now + self.rng.range(delay / 1000, 4 * delay / 1000) * 1000;
+                self.fail_pod(i, Container::Recovering(t));
                 end = t;
             }
             Fault::HandDeletedClaim => {

@@ -109,6 +109,7 @@ impl Sim {
                 other_finalizers: Vec::new(),
                 force_delete_retry_at: None,
                 seen_since: None,
+                recovering_seen: None,
             })
             .collect();
         let mut claims: Vec<s::Claim> = self
@@ -236,6 +237,16 @@ impl Sim {
     /// the healer's own observation (`watched`: from the caches, which record it).
     pub(super) fn healer_view(&mut self, snap: &mut s::Snapshot, watched: bool) {
         let now = self.healer_now();
+        // Rule R9: the runtime asks each running member that is down; one that is
+        // recovering says so (a member on a down node answers nothing).
+        for p in &self.pods {
+            if let Container::Recovering(_) = p.container
+                && p.deletion.is_none()
+                && p.node.is_some_and(|n| self.nodes[n].up)
+            {
+                self.observed.heard_recovering(&p.uid.to_string(), now.mono);
+            }
+        }
         crate::clock::to_healer_clock(snap, &self.server_clock, now);
         self.observed.observe(snap, now, watched);
     }

@@ -184,6 +184,15 @@ impl Sim {
         let since = self
             .down_since(ord)
             .ok_or_else(|| Violation(format!("handoff of ready member {ord}")))?;
+        // R9: never a member that is recovering its predecessor's log.
+        if let Some(i) = self.pod_idx(ord)
+            && matches!(self.pods[i].container, Container::Recovering(_))
+            && self.pods[i].node.is_some_and(|n| self.nodes[n].up)
+        {
+            return Err(Violation(format!(
+                "member {ord} replaced while recovering its predecessor's log"
+            )));
+        }
         if self.now < since.saturating_add(delay) {
             return Err(Violation(format!(
                 "member {ord} replaced after only {} s down",

@@ -25,7 +25,7 @@ impl Sim {
             if p.node.is_none() && p.deletion.is_none() {
                 m(p.sched_at);
             }
-            if let Container::Starting(x) = p.container {
+            if let Container::Starting(x) | Container::Recovering(x) = p.container {
                 m(x);
             }
             if let Some(n) = p.node
@@ -197,7 +197,10 @@ pub fn run_seed_mutated(seed: u64, m: Mutation) -> Option<Violation> {
     match m {
         Mutation::Unconfirmed => sim.skip_confirmation = true,
         Mutation::NoPreconditions => sim.ignore_preconditions = true,
-        Mutation::CachedReservation => sim.fresh_reservation = false,
+        Mutation::CachedReservation => {
+            sim.fresh_reservation = false;
+            sim.focus = Some(super::faults::Fault::ReservedElsewhere);
+        }
     }
     sim.run().err()
 }

@@ -65,6 +65,9 @@ pub(super) struct Node {
 pub(super) enum Container {
     /// Starts serving at the time (on an up node, with a usable disk).
     Starting(i64),
+    /// Running and recovering its predecessor's log until the time, then serving: it
+    /// answers "predecessor recovery in progress" meanwhile (rule R9).
+    Recovering(i64),
     Ready,
     CrashLoop,
     ImagePull,
@@ -266,6 +269,8 @@ pub(super) struct Sim {
     pub(super) ignore_preconditions: bool,
     /// The fresh read re-reads the bucket reservation too (false: the mutation check).
     pub(super) fresh_reservation: bool,
+    /// A mutation check's fault, drawn half the time (`None`: the usual mix).
+    pub(super) focus: Option<super::faults::Fault>,
 }
 
 /// An object of another fleet that shares the identity, or a claim at a huge ordinal.
@@ -335,6 +340,7 @@ pub(super) fn decoys() -> Vec<Decoy> {
             other_finalizers: Vec::new(),
             force_delete_retry_at: None,
             seen_since: None,
+            recovering_seen: None,
         })));
         out.push(Decoy::Claim(s::Claim {
             name: format!("data-{FLEET}-1-{o}"),
@@ -441,6 +447,7 @@ impl Sim {
             replaying: false,
             ignore_preconditions: false,
             fresh_reservation: true,
+            focus: None,
         };
         sim.fleet.finalizer = !sim.rng.chance(10);
         sim.faults_left = sim.rng.range(2, 4) as u32;

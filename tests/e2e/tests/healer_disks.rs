@@ -10,6 +10,8 @@
 //! Rule R8: two volumes lost at once hold every disk until the loss is accepted by uid.
 //! Rule H6: a second member down between a handoff's commit and its last step keeps the
 //! disk.
+//! Rule R9: a member recovering its predecessor's log for several replacement delays
+//! keeps its disk; once it answers nothing of the kind for a whole delay, it is down.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -322,6 +324,107 @@ async fn second_down(env: &mut Env) -> Result<()> {
         "data-sd-1 was replaced with two members down"
     );
     env.sim.control.start_node(&node).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_recovering_its_predecessor_keeps_its_disk() -> Result<()> {
+    let Some(mut env) = Env::start("recovering").await? else {
+        return Ok(());
+    };
+    let r = recovering(&mut env).await;
+    env.finish(r).await
+}
+
+/// The tests' `--member-replacement-delay` ([`Env::healer_options`]).
+const REPLACEMENT_DELAY: Duration = Duration::from_secs(20);
+
+/// Rule R9: member rc-1, on a disk older than its Pod and so due for a fresh one by
+/// rule R3 after the replacement delay, answers "predecessor recovery in progress" (the
+/// stub, like celld recovering at start) for three delays: its Pod and disk stay, and
+/// its state is `Recovering`. Then it stops saying so (503 without it): a delay later it
+/// gets a fresh disk.
+async fn recovering(env: &mut Env) -> Result<()> {
+    let pods: Api<Pod> = env.api();
+    let fleets: Api<celld_gen::api::CelldFleet> = env.api();
+    let f = env.persistent(&env.ns, "rc", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    normal_healer(env)?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_disks_older_than_new_pods(env, &["data-rc-1"], FRESH_DISK_AGE).await?;
+    let env: &Env = env;
+    let first = pods.get("rc-1").await?.metadata.uid.clone();
+    pods.delete("rc-1", &Default::default()).await?;
+    wait_for("rc-1 recreated", Duration::from_secs(60), || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            Ok(pods
+                .get_opt("rc-1")
+                .await?
+                .filter(|x| x.metadata.uid != first && pod_ready(x))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    wait_ready_for(
+        env,
+        &["rc-0", "rc-1", "rc-2"],
+        ABSORB_WINDOW,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let p1 = pods.get("rc-1").await?;
+    let pod_uid = p1.metadata.uid.clone().unwrap_or_default();
+    let disk = claims(env).await?["data-rc-1"].0.clone();
+    set_stub_mode(&p1, json!({"recovering": true})).await?;
+    wait_for("rc-1 reported Recovering", Duration::from_secs(60), || {
+        let fleets = fleets.clone();
+        async move {
+            let states = fleets
+                .get("rc")
+                .await?
+                .status
+                .map(|s| s.member_states)
+                .unwrap_or_default();
+            Ok(states
+                .iter()
+                .any(|m| m.name == "rc-1" && m.state == "Recovering")
+                .then_some(()))
+        }
+    })
+    .await?;
+    eprintln!("[recovering] rc-1 is down and says it recovers; watching it keep its disk");
+    holds_for(
+        "rc-1 and its disk kept while it recovers",
+        3 * REPLACEMENT_DELAY,
+        || {
+            let pods = pods.clone();
+            let pod_uid = pod_uid.clone();
+            let disk = disk.clone();
+            async move {
+                let p = pods.get_opt("rc-1").await?;
+                let c = claims(env).await?;
+                Ok(p.is_some_and(|p| {
+                    p.metadata.uid.as_deref() == Some(pod_uid.as_str())
+                        && p.metadata.deletion_timestamp.is_none()
+                        && !markers(&p)
+                        && !pod_ready(&p)
+                }) && c
+                    .get("data-rc-1")
+                    .is_some_and(|(uid, _, del)| *uid == disk && !del))
+            }
+        },
+    )
+    .await?;
+    // Down, and no longer saying it recovers: due a delay after it last said so.
+    set_stub_mode(
+        &p1,
+        json!({"recovering": false, "health": "unhealthy", "observation": "unavailable"}),
+    )
+    .await?;
+    wait_fresh_disk(env, "data-rc-1", &disk, "rc-1").await?;
+    wait_event(env, "rc", "MemberReplaced", Duration::from_secs(30)).await?;
     Ok(())
 }
 

@@ -12,6 +12,10 @@
 //! - `GET /__stub/info`: who this stub is (member id, Pod, IP, disks, runtime version).
 //! - `GET /__stub/mode`, `PUT /__stub/mode`: read or change the answers (partial JSON merged
 //!   onto the current [`StubMode`]).
+//!
+//! While `recovering` (celld recovering its predecessor's log at start), health answers
+//! 503 and the internal port answers every call but `/peer/log/seal`, `/peer/log/tail`
+//! and `/__stub/*` with 503 "predecessor recovery in progress", as celld does.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -88,6 +92,9 @@ pub struct StubMode {
     pub pressured: bool,
     /// Health stays 503 for this long after start (celld's first-readiness gate).
     pub ready_delay_ms: u64,
+    /// Recovering its predecessor's log: not healthy, and the internal port answers
+    /// 503 "predecessor recovery in progress".
+    pub recovering: bool,
     /// Drain time after SIGTERM; default min(CELLD_SHUTDOWN_TOTAL_MS, max drain).
     pub drain_ms: Option<u64>,
 }
@@ -114,6 +121,7 @@ impl Default for StubMode {
             restoring: 0,
             pressured: false,
             ready_delay_ms: 0,
+            recovering: false,
             drain_ms: None,
         }
     }
@@ -364,6 +372,7 @@ impl Stub {
         let mode = self.mode();
         !self.is_draining()
             && mode.health == Health::Healthy
+            && !mode.recovering
             && self.started.elapsed() >= Duration::from_millis(mode.ready_delay_ms)
     }
 
@@ -524,6 +533,17 @@ impl Stub {
 
     pub fn handle_internal(&self, req: &Req) -> Resp {
         let segs = req.segments();
+        let recovery_calls = matches!(
+            segs.as_slice(),
+            ["__stub", ..] | ["peer", "log", "seal" | "tail"]
+        );
+        if self.mode().recovering && !recovery_calls {
+            return http::raw(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "predecessor recovery in progress",
+            );
+        }
         match (req.method.clone(), segs.as_slice()) {
             (Method::GET, ["state"]) => {
                 let mode = self.mode();
@@ -787,6 +807,30 @@ mod tests {
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(s.state_json()["node_load"]["draining"], json!(true));
+    }
+
+    #[test]
+    fn a_recovering_stub_answers_like_celld_recovering_its_predecessor() {
+        let s = stub(&[("CELLD_NODE", "alpha-1")]);
+        put_mode(&s, json!({"recovering": true}));
+        assert!(!s.healthy());
+        let r = s.handle_internal(&get("/state", None));
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = futures::executor::block_on(http_body_util::BodyExt::collect(r.into_body()))
+            .expect("body")
+            .to_bytes();
+        assert_eq!(&body[..], b"predecessor recovery in progress");
+        // The stub's own controls still answer, so a test can end the recovery.
+        assert_eq!(
+            s.handle_internal(&get("/__stub/mode", None)).status(),
+            StatusCode::OK
+        );
+        put_mode(&s, json!({"recovering": false}));
+        assert!(s.healthy());
+        assert_eq!(
+            s.handle_internal(&get("/state", None)).status(),
+            StatusCode::OK
+        );
     }
 
     #[test]
