@@ -3,12 +3,18 @@
 //! (`celld_healer_api_request_duration_seconds`), so the healer's own API load, and how
 //! long the API server makes it wait, are measurable; and every response's `Date` read
 //! into [`Clocks`], so the API server's clock is measured at no cost of its own.
+//!
+//! Every write (POST, PUT, PATCH, DELETE) is bounded by [`WRITE_TIMEOUT`], on both
+//! sides: the request carries `timeout=` (the API server gives up on it at that deadline,
+//! so it cannot be applied later), and the healer stops waiting for it then. kube-rs
+//! would wait 295 s, the bound of its watches: a write of a replica that lost the Lease
+//! meanwhile could then land minutes after a new leader acted.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kube::Client;
@@ -16,6 +22,15 @@ use kube::client::ClientBuilder;
 
 use super::clocks::Clocks;
 use super::metrics::{Metrics, RequestLabels};
+
+/// The longest a write may take, from the healer's sending it to the API server's
+/// deadline for it. The simulation's late writes of a deposed replica land within it.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A write given up after [`WRITE_TIMEOUT`].
+#[derive(Debug, thiserror::Error)]
+#[error("the API server did not answer the write within {WRITE_TIMEOUT:?}")]
+pub struct WriteTimedOut;
 
 /// Builds a client from the in-cluster configuration or `KUBECONFIG`, counting and
 /// timing requests.
@@ -60,6 +75,7 @@ impl<S, B, RB> tower::Service<http::Request<B>> for Timed<S>
 where
     S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
     S::Future: Send + 'static,
+    S::Error: From<Box<dyn std::error::Error + Send + Sync>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -69,8 +85,12 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         let (verb, resource) = classify(req.method(), req.uri());
+        let write = is_write(req.method());
+        if write {
+            *req.uri_mut() = with_deadline(req.uri(), WRITE_TIMEOUT);
+        }
         let labels = RequestLabels { verb, resource };
         self.metrics.api_requests.get_or_create(&labels).inc();
         let sent = Instant::now();
@@ -78,7 +98,14 @@ where
         let metrics = self.metrics.clone();
         let clocks = self.clocks.clone();
         Box::pin(async move {
-            let r = response.await;
+            let r = if write {
+                match tokio::time::timeout(WRITE_TIMEOUT, response).await {
+                    Ok(r) => r,
+                    Err(_) => Err(S::Error::from(Box::new(WriteTimedOut))),
+                }
+            } else {
+                response.await
+            };
             if let Ok(resp) = &r {
                 clocks.record(resp.headers().get(http::header::DATE), sent, Instant::now());
             }
@@ -90,6 +117,35 @@ where
             }
             r
         })
+    }
+}
+
+/// A request that changes something.
+fn is_write(m: &http::Method) -> bool {
+    matches!(
+        *m,
+        http::Method::POST | http::Method::PUT | http::Method::PATCH | http::Method::DELETE
+    )
+}
+
+/// `uri` with the API server's request deadline `timeout=<secs>s` (replacing one it has).
+fn with_deadline(uri: &http::Uri, d: Duration) -> http::Uri {
+    let mut query: Vec<&str> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|kv| !kv.is_empty() && !kv.starts_with("timeout="))
+        .collect();
+    let deadline = format!("timeout={}s", d.as_secs());
+    query.push(&deadline);
+    let pq = format!("{}?{}", uri.path(), query.join("&"));
+    let mut parts = uri.clone().into_parts();
+    match pq.parse() {
+        Ok(pq) => {
+            parts.path_and_query = Some(pq);
+            http::Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+        }
+        Err(_) => uri.clone(),
     }
 }
 
@@ -154,7 +210,7 @@ mod tests {
         let mut svc = Timed::new(metrics.clone(), clocks).layer(tower::service_fn(
             |_: http::Request<()>| async {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                Ok::<_, std::convert::Infallible>(http::Response::new(()))
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(http::Response::new(()))
             },
         ));
         for uri in [
@@ -182,6 +238,54 @@ mod tests {
             r#"celld_healer_api_request_duration_seconds_bucket{le="0.016",verb="list",resource="pods"} 0"#
         ), "{text}");
         assert!(!text.contains(r#"celld_healer_api_request_duration_seconds_count{verb="watch""#));
+    }
+
+    /// A write carries the API server's deadline and is given up at it; a read waits.
+    #[tokio::test(start_paused = true)]
+    async fn writes_carry_a_deadline_and_are_given_up_at_it() {
+        let metrics = Arc::new(Metrics::new());
+        let clocks = Arc::new(Clocks::new(metrics.clone(), crate::time::Span::secs(30)));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let mut svc =
+            Timed::new(metrics, clocks).layer(tower::service_fn(move |r: http::Request<()>| {
+                log.lock().unwrap().push(r.uri().to_string());
+                async {
+                    // An API server that never answers.
+                    std::future::pending::<()>().await;
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(http::Response::new(()))
+                }
+            }));
+        let req = http::Request::delete("/api/v1/namespaces/a/pods/p?timeout=60s&dryRun=All")
+            .body(())
+            .expect("a request");
+        let started = tokio::time::Instant::now();
+        let e = svc
+            .ready()
+            .await
+            .expect("ready")
+            .call(req)
+            .await
+            .expect_err("given up");
+        assert!(e.is::<WriteTimedOut>(), "{e}");
+        assert_eq!(started.elapsed(), WRITE_TIMEOUT);
+        assert_eq!(
+            seen.lock().unwrap().as_slice(),
+            ["/api/v1/namespaces/a/pods/p?dryRun=All&timeout=10s"]
+        );
+        // A read is not bounded here (a watch lasts minutes).
+        let req = http::Request::get("/api/v1/namespaces/a/pods?watch=true")
+            .body(())
+            .expect("a request");
+        let read = svc.ready().await.expect("ready").call(req);
+        assert!(
+            tokio::time::timeout(WRITE_TIMEOUT * 3, read).await.is_err(),
+            "a read was given up"
+        );
+        assert_eq!(
+            seen.lock().unwrap()[1],
+            "/api/v1/namespaces/a/pods?watch=true"
+        );
     }
 
     fn c(m: http::Method, u: &str) -> (&'static str, String) {

@@ -368,9 +368,12 @@ impl Sim {
             self.rng.shuffle(&mut writes);
         }
         // The deposed replica made the same decisions from the same facts; its requests
-        // are delayed on the wire and land after the new leader's later writes.
+        // are delayed on the wire and land after the new leader's later writes. The
+        // runtime bounds a write at `WRITE_TIMEOUT` from its sending to the API server's
+        // deadline; the model lets them land up to twice that late.
         if self.deposed && !writes.is_empty() && self.rng.chance(15) {
-            let at = self.now + self.rng.range(200, 20_000);
+            let bound = 2 * crate::runtime::requests::WRITE_TIMEOUT.as_millis() as i64;
+            let at = self.now + self.rng.range(200, bound);
             for a in &writes {
                 self.in_flight.push((at, a.clone()));
             }
