@@ -38,6 +38,28 @@ pub struct CelldBucketReservationSpec {
     pub fleet_name: String,
 }
 
+impl CelldBucketReservationSpec {
+    /// Whether this reservation is the one `fleet` holds: for its bucket and prefix, its
+    /// identity, and that fleet itself by namespace and name. A copy of a fleet (the same
+    /// identity under another name or in another namespace, which a healer serving only
+    /// its own namespace cannot see) does not hold its original's reservation.
+    pub fn held_by(&self, fleet: &crate::CelldFleet) -> bool {
+        self.identity == fleet.spec.identity
+            && self.bucket == fleet.spec.storage.bucket
+            && self.prefix == fleet.spec.storage.prefix
+            && Some(self.fleet_namespace.as_str()) == fleet.metadata.namespace.as_deref()
+            && Some(self.fleet_name.as_str()) == fleet.metadata.name.as_deref()
+    }
+
+    /// Who holds it, in words: `identity <id> (fleet <namespace>/<name>)`.
+    pub fn holder(&self) -> String {
+        format!(
+            "identity {} (fleet {}/{})",
+            self.identity, self.fleet_namespace, self.fleet_name
+        )
+    }
+}
+
 /// Name of the reservation for a bucket and optional prefix: a hash, so it is a valid
 /// object name whatever the bucket, and the same bucket always maps to the same object.
 pub fn reservation_name(bucket: &str, prefix: Option<&str>) -> String {

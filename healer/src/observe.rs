@@ -161,7 +161,10 @@ pub fn snapshot(i: Inputs<'_>) -> Result<Snapshot, ObserveError> {
             &i.fleet.spec.storage.bucket,
             i.fleet.spec.storage.prefix.as_deref(),
         ),
-        identity: r.map(|r| r.spec.identity.clone()),
+        found: r.map(|r| crate::snapshot::ReservedFor {
+            this_fleet: r.spec.held_by(i.fleet),
+            holder: r.spec.holder(),
+        }),
     });
     let workload = match i.workload {
         None => None,

@@ -136,9 +136,19 @@ impl Fleet {
 pub struct Reservation {
     /// Its name (`reservation_name(bucket, prefix)`).
     pub name: String,
-    /// `spec.identity` of the reservation found; `None` when there is none (yet: Argo CD
-    /// and Flux create it before the fleet).
-    pub identity: Option<String>,
+    /// The reservation found (`None` when there is none yet: Argo CD and Flux create it
+    /// before the fleet): whether it is this fleet's (bucket, prefix, identity, namespace
+    /// and name: `CelldBucketReservationSpec::held_by`), and who holds it, in words.
+    pub found: Option<ReservedFor>,
+}
+
+/// Whom a bucket reservation names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservedFor {
+    /// It names this fleet.
+    pub this_fleet: bool,
+    /// Its holder, in words (its identity and fleet).
+    pub holder: String,
 }
 
 /// Kind of the fleet's workload.

@@ -279,15 +279,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Rule V3's condition: the bucket reservation names another identity. Returns the
-    /// reservation's name and that identity.
+    /// Rule V3's condition: the bucket reservation names another fleet (another
+    /// identity, or this identity under another name or namespace: a copy). Returns the
+    /// reservation's name and its holder.
     pub fn storage_conflict(&self) -> Option<(&'a str, &'a str)> {
         let r = self.fleet.reservation.as_ref()?;
-        let owner = r
-            .identity
-            .as_deref()
-            .filter(|o| *o != self.fleet.identity)?;
-        Some((r.name.as_str(), owner))
+        let found = r.found.as_ref().filter(|f| !f.this_fleet)?;
+        Some((r.name.as_str(), found.holder.as_str()))
     }
 
     /// Asks to be woken at `t` (the earliest request wins).
@@ -450,7 +448,7 @@ fn run(cx: &mut Ctx) -> Outcome {
             "V3",
             Reason::StorageScopeConflict,
             format!(
-                "CelldBucketReservation {reservation} reserves this bucket and prefix for identity {owner}, not this fleet's; the healer does not grow or heal it. Use another bucket or prefix"
+                "CelldBucketReservation {reservation} reserves this bucket and prefix for {owner}, not this fleet; the healer does not grow or heal it. Use another bucket or prefix"
             ),
         );
     }

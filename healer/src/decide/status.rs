@@ -182,7 +182,7 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
         blocked_since,
         // The reservation this fleet holds, once the runtime found it with its identity.
         reservation: match &f.reservation {
-            Some(r) if r.identity.as_deref() == Some(f.identity.as_str()) => Some(r.name.clone()),
+            Some(r) if r.found.as_ref().is_some_and(|f| f.this_fleet) => Some(r.name.clone()),
             Some(_) => None,
             None => prev.and_then(|s| s.reservation.clone()),
         },

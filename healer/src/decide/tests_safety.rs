@@ -407,7 +407,10 @@ fn v3_a_bucket_reserved_to_another_identity_stops_growth_and_healing() {
     let mut s = persistent(3);
     s.fleet.reservation = Some(Reservation {
         name: "s3-abc".into(),
-        identity: Some(OTHER_ID.into()),
+        found: Some(ReservedFor {
+            this_fleet: false,
+            holder: format!("identity {OTHER_ID} (fleet apps/original)"),
+        }),
     });
     s.fleet.members = Some(5);
     s.down(1, at(-60));
@@ -424,11 +427,54 @@ fn v3_a_bucket_reserved_to_another_identity_stops_growth_and_healing() {
 }
 
 #[test]
+fn v3_a_copy_with_the_same_identity_does_not_hold_the_originals_reservation() {
+    let original = fleet_object("apps", "alpha", ID);
+    let spec = celld_api::CelldBucketReservationSpec {
+        bucket: "alpha-bucket".into(),
+        prefix: None,
+        identity: ID.into(),
+        fleet_namespace: "apps".into(),
+        fleet_name: "alpha".into(),
+    };
+    assert!(spec.held_by(&original));
+    // The same file applied in another namespace, or under another name: a copy.
+    assert!(!spec.held_by(&fleet_object("staging", "alpha", ID)));
+    let mut renamed = fleet_object("apps", "beta", ID);
+    renamed.spec.storage.bucket = "alpha-bucket".into();
+    assert!(!spec.held_by(&renamed));
+    // Another prefix of the bucket is another scope.
+    let mut scoped = original.clone();
+    scoped.spec.storage.prefix = Some("p".into());
+    assert!(!spec.held_by(&scoped));
+    // What decide sees of such a reservation: V3, naming the holder.
+    let mut s = persistent(3);
+    s.fleet.namespace = "staging".into();
+    s.fleet.reservation = Some(Reservation {
+        name: "s3-abc".into(),
+        found: Some(ReservedFor {
+            this_fleet: spec.held_by(&fleet_object("staging", "alpha", ID)),
+            holder: spec.holder(),
+        }),
+    });
+    s.fleet.members = Some(4);
+    let p = plan(&s, T0);
+    assert_eq!((p.action.clone(), p.rule), (None, "V3"));
+    assert!(
+        message(&p).contains("(fleet apps/alpha)"),
+        "{}",
+        message(&p)
+    );
+}
+
+#[test]
 fn the_status_names_the_reservation_once_found_with_this_identity() {
     let mut s = persistent(3);
     s.fleet.reservation = Some(Reservation {
         name: "s3-abc".into(),
-        identity: Some(ID.into()),
+        found: Some(ReservedFor {
+            this_fleet: true,
+            holder: format!("identity {ID} (fleet apps/alpha)"),
+        }),
     });
     let p = plan(&s, T0);
     assert_eq!(p.rule, "S1");
@@ -436,7 +482,7 @@ fn the_status_names_the_reservation_once_found_with_this_identity() {
     // Not there (yet): growth and healing go on; nothing is named.
     s.fleet.reservation = Some(Reservation {
         name: "s3-abc".into(),
-        identity: None,
+        found: None,
     });
     let p = plan(&s, T0);
     assert_eq!(p.rule, "S1");

@@ -101,7 +101,8 @@ pub(super) struct Evaluated {
     pub(super) next: Option<Duration>,
 }
 
-/// The fleet's bucket reservation from the cache, if it is this fleet's.
+/// The fleet's bucket reservation from the cache, if it is this fleet's (bucket, prefix,
+/// identity, namespace and name: never a copy's, which would write the original's history).
 fn own_reservation(
     ctx: &Reconciler,
     fleet: &CelldFleet,
@@ -113,7 +114,7 @@ fn own_reservation(
     ctx.stores
         .reservations
         .get(&ObjectRef::new(&name))
-        .filter(|r| r.spec.identity == fleet.spec.identity)
+        .filter(|r| r.spec.held_by(fleet))
 }
 
 fn annotation(r: &CelldBucketReservation) -> Option<&String> {
@@ -158,6 +159,12 @@ pub(super) async fn evaluate_fleet(
     now: Timestamp,
 ) -> Result<Evaluated, ReconcileError> {
     let key = ObjectRef::from_obj(fleet);
+    // An invalid fleet writes nothing (rule V1), its capacity history included; the
+    // reservation of a fleet it copies is not its own (`own_reservation`).
+    if !ctx.memory.validity.problems(fleet).is_empty() {
+        debug!(fleet = %key, "invalid spec: capacity not evaluated");
+        return Ok(Evaluated::default());
+    }
     let reservation = own_reservation(ctx, fleet);
     let policy = fleet
         .spec

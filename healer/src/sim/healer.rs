@@ -159,7 +159,10 @@ impl Sim {
                 accepted_disk_loss: Vec::new(),
                 reservation: self.fleet.reserved_elsewhere.then(|| s::Reservation {
                     name: "s3-ledger".into(),
-                    identity: Some("someoneelse0000000000000000".into()),
+                    found: Some(s::ReservedFor {
+                        this_fleet: false,
+                        holder: "identity someoneelse0000000000000000 (fleet apps/ledger)".into(),
+                    }),
                 }),
                 invalid: if self.fleet.invalid {
                     vec!["spec.members: out of range (expected 1..100)".into()]

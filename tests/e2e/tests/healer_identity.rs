@@ -5,7 +5,8 @@
 //! heals it, and when it is deleted releases it without deleting anything: the original
 //! keeps every disk and every member. A claim of ours at an ordinal no member can have
 //! is ignored and reported, never sized from or deleted. A fleet whose bucket is reserved
-//! to another identity is neither grown nor healed (`StorageScopeConflict`).
+//! to another identity, or to the same identity for a fleet in another namespace (a copy
+//! of the file), is neither grown nor healed (`StorageScopeConflict`).
 
 use std::time::Duration;
 
@@ -31,11 +32,24 @@ async fn a_bucket_reserved_to_another_identity_is_not_grown() -> Result<()> {
     let Some(mut env) = Env::start("storage-scope").await? else {
         return Ok(());
     };
-    let r = storage_scope(&mut env).await;
+    let r = storage_scope(&mut env, false).await;
     env.finish(r).await
 }
 
-async fn storage_scope(env: &mut Env) -> Result<()> {
+/// The same fleet file applied in a second namespace (a copy: same identity, name and
+/// bucket) finds the bucket reserved to the fleet in the first: not its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_in_another_namespace_does_not_hold_the_originals_reservation() -> Result<()> {
+    let Some(mut env) = Env::start("scope-copy").await? else {
+        return Ok(());
+    };
+    let r = storage_scope(&mut env, true).await;
+    env.finish(r).await
+}
+
+/// Rule V3 on the real API server: the fleet's bucket is reserved first, by another
+/// identity, or (`copy`) by this identity for the same fleet name in another namespace.
+async fn storage_scope(env: &mut Env, copy: bool) -> Result<()> {
     let f = env.persistent(&env.ns, "alpha", 3);
     let fleet = load_fleet(&f.yaml())?;
     // Another fleet reserved this bucket first.
@@ -49,8 +63,15 @@ async fn storage_scope(env: &mut Env) -> Result<()> {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    reservation["spec"]["identity"] = json!(new_identity());
-    reservation["spec"]["fleetName"] = json!("someone-else");
+    let holder = if copy {
+        reservation["spec"]["fleetNamespace"] = json!("the-original-namespace");
+        "(fleet the-original-namespace/alpha)".to_string()
+    } else {
+        let other = new_identity();
+        reservation["spec"]["identity"] = json!(other);
+        reservation["spec"]["fleetName"] = json!("someone-else");
+        format!("identity {other}")
+    };
     apply(&env.client, &reservation, SETUP, false).await?;
     for o in &objects {
         apply(&env.client, o, ARGO, false).await?;
@@ -65,7 +86,7 @@ async fn storage_scope(env: &mut Env) -> Result<()> {
         Duration::from_secs(60),
     )
     .await?;
-    ensure!(msg.contains(&name), "{msg}");
+    ensure!(msg.contains(&name) && msg.contains(&holder), "{msg}");
     holds_for("no growth", Duration::from_secs(8), || async {
         Ok(replicas(env, "alpha").await? == Some(0))
     })
