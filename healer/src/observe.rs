@@ -134,17 +134,52 @@ pub fn identity_owner<'a>(
     me: &CelldFleet,
     all: impl IntoIterator<Item = &'a CelldFleet>,
 ) -> Option<String> {
-    let key = |f: &CelldFleet| {
-        (
-            f.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            f.metadata.namespace.clone().unwrap_or_default(),
-            f.metadata.name.clone().unwrap_or_default(),
-        )
-    };
-    let mine = key(me);
+    identity_owner_among(me, all.into_iter().map(Claimant::of))
+}
+
+/// A fleet as rule V2 compares it: also one the runtime could not read whole, whose
+/// identity it still knows.
+#[derive(Clone, Copy, Debug)]
+pub struct Claimant<'a> {
+    pub identity: &'a str,
+    pub uid: Option<&'a str>,
+    pub created: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+impl<'a> Claimant<'a> {
+    /// A fleet that read.
+    pub fn of(f: &'a CelldFleet) -> Claimant<'a> {
+        Claimant {
+            identity: &f.spec.identity,
+            uid: f.metadata.uid.as_deref(),
+            created: f.metadata.creation_timestamp.as_ref(),
+            namespace: f.metadata.namespace.as_deref().unwrap_or_default(),
+            name: f.metadata.name.as_deref().unwrap_or_default(),
+        }
+    }
+}
+
+/// [`identity_owner`] among any claimants of an identity.
+pub fn identity_owner_among<'a>(
+    me: &CelldFleet,
+    all: impl IntoIterator<Item = Claimant<'a>>,
+) -> Option<String> {
+    let mine = (
+        me.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        me.metadata.namespace.clone().unwrap_or_default(),
+        me.metadata.name.clone().unwrap_or_default(),
+    );
     all.into_iter()
-        .filter(|f| f.spec.identity == me.spec.identity && f.metadata.uid != me.metadata.uid)
-        .map(key)
+        .filter(|c| c.identity == me.spec.identity && c.uid != me.metadata.uid.as_deref())
+        .map(|c| {
+            (
+                c.created.map(|t| t.0),
+                c.namespace.to_string(),
+                c.name.to_string(),
+            )
+        })
         // A missing creation time sorts first (None < Some): such a fleet is not one the
         // API server returned, so it is treated as the older, which blocks `me` (safe).
         .filter(|k| *k < mine)

@@ -375,6 +375,24 @@ fn the_oldest_fleet_owns_a_shared_identity() {
     let mut other = b.clone();
     other.spec.identity = OTHER_ID.into();
     assert_eq!(identity_owner(&other, &all), None);
+
+    // An older fleet the runtime could not read, whose identity it knows, still owns it.
+    use crate::observe::{Claimant, identity_owner_among};
+    let created = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2025-12-01T00:00:00Z".parse().unwrap(),
+    );
+    let unreadable = Claimant {
+        identity: ID,
+        uid: Some("9"),
+        created: Some(&created),
+        namespace: "apps",
+        name: "first",
+    };
+    let among = |me: &CelldFleet| {
+        identity_owner_among(me, all.iter().map(Claimant::of).chain([unreadable]))
+    };
+    assert_eq!(among(&a).as_deref(), Some("apps/first"));
+    assert_eq!(among(&other), None);
 }
 
 #[test]

@@ -110,6 +110,11 @@ impl Controller {
             metrics.retain_fleets(|k| *k != key);
             metrics.blocked_fleets.set(forget.blocked_count() as i64);
         });
+        tokio::spawn(stores.unreadable.clone().report(
+            Events::new(s.client.clone(), &s.identity, s.metrics.clone()),
+            s.metrics.clone(),
+            s.gate.clone(),
+        ));
         let zones = Arc::new(Zones::new(s.metrics.clone()));
         let zone_changes = super::zones::open(&s.client, &zones, &stores);
         let fleets = stores.fleets.clone();

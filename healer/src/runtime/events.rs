@@ -53,14 +53,26 @@ impl Events {
         action: &str,
         note: String,
     ) {
-        let regarding: ObjectReference = fleet.object_ref(&());
-        let ns = fleet.metadata.namespace.clone().unwrap_or_default();
+        self.publish_regarding(fleet.object_ref(&()), warning, reason, action, note)
+            .await;
+    }
+
+    /// Publishes one Event regarding any object (a CelldFleet that does not read, say).
+    pub async fn publish_regarding(
+        &self,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let ns = regarding.namespace.clone().unwrap_or_default();
         let now = Timestamp::now();
         let ev = Event {
             metadata: serde_json::from_value(serde_json::json!({
                 "name": format!(
                     "{}.{:x}",
-                    fleet.metadata.name.as_deref().unwrap_or("celldfleet"),
+                    regarding.name.as_deref().unwrap_or("celldfleet"),
                     now.as_nanosecond()
                 ),
                 "namespace": ns,

@@ -160,7 +160,20 @@ pub(super) fn snapshot_of(
             .filter(|s| label(&**s, IDENTITY) == Some(fleet.spec.identity.as_str()))
     });
     let all = ctx.stores.fleets.state();
-    let owner = observe::identity_owner(fleet, all.iter().map(|f| f.as_ref()));
+    // Rule V2 also counts the fleets that did not read, by the identity they carry.
+    let unreadable = ctx.stores.unreadable.claimants();
+    let owner = observe::identity_owner_among(
+        fleet,
+        all.iter()
+            .map(|f| observe::Claimant::of(f))
+            .chain(unreadable.iter().map(|e| observe::Claimant {
+                identity: e.identity.as_deref().unwrap_or_default(),
+                uid: Some(&e.uid),
+                created: e.created.as_ref(),
+                namespace: &e.namespace,
+                name: &e.name,
+            })),
+    );
     let force_retry: BTreeMap<String, Timestamp> = ctx
         .memory
         .force_retry
@@ -464,6 +477,7 @@ mod tests {
         }
         let stores = Stores {
             fleets,
+            unreadable: Default::default(),
             stateful_sets: none(),
             deployments: none(),
             replica_sets: rs.scoped,

@@ -2,9 +2,10 @@
 //!
 //! | metric | type | labels |
 //! | --- | --- | --- |
-//! | `celld_healer_reconciles_total` | counter | `result`: acted, idle, conflict, error, standby, unobservable, unsynced |
+//! | `celld_healer_reconciles_total` | counter | `result`: acted, idle, conflict, error, standby, unobservable, unreadable, unsynced |
 //! | `celld_healer_actions_total` | counter | `kind` (the Action variant), `outcome`: ok, conflict, error |
 //! | `celld_healer_blocked_fleets` | gauge | |
+//! | `celld_healer_fleets_unreadable` | gauge | CelldFleets the healer cannot read (each reported by an Event, `FleetUnreadable`) |
 //! | `celld_healer_errors_total` | counter | `kind`: api, observe, status, event, watch, lease |
 //! | `celld_healer_decide_duration_seconds` | histogram | |
 //! | `celld_healer_deadline_lag_seconds` | histogram | time from a wake-up `decide` asked for to the write it led to |
@@ -119,6 +120,8 @@ pub struct Metrics {
     pub actions: Family<ActionLabels, Counter>,
     /// Fleets whose Blocked condition is True.
     pub blocked_fleets: Gauge,
+    /// CelldFleets that do not read ([`super::unreadable`]).
+    pub fleets_unreadable: Gauge,
     /// Errors by kind.
     pub errors: Family<KindLabel, Counter>,
     /// Duration of `decide`.
@@ -188,6 +191,7 @@ impl Metrics {
         let reconciles = Family::<ResultLabel, Counter>::default();
         let actions = Family::<ActionLabels, Counter>::default();
         let blocked_fleets = Gauge::default();
+        let fleets_unreadable = Gauge::default();
         let errors = Family::<KindLabel, Counter>::default();
         let decide_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 10));
         let deadline_lag_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 12));
@@ -287,6 +291,11 @@ impl Metrics {
             "Fleets whose Blocked condition is True",
             blocked_fleets.clone(),
         );
+        registry.register(
+            "celld_healer_fleets_unreadable",
+            "CelldFleets the healer cannot read, and so does not act on",
+            fleets_unreadable.clone(),
+        );
         registry.register("celld_healer_errors", "Errors, by kind", errors.clone());
         registry.register(
             "celld_healer_decide_duration_seconds",
@@ -338,6 +347,7 @@ impl Metrics {
             reconciles,
             actions,
             blocked_fleets,
+            fleets_unreadable,
             errors,
             decide_seconds,
             deadline_lag_seconds,

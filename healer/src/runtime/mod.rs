@@ -56,6 +56,7 @@ pub mod scoped;
 pub mod served;
 pub mod status_writer;
 pub mod trim;
+pub mod unreadable;
 pub mod watches;
 pub mod zones;
 

@@ -320,6 +320,18 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     ctx.metrics.fleet_reconciled(&key);
     // The cache may hold a newer version than the trigger.
     let fleet = ctx.stores.fleets.get(&key).unwrap_or(fleet);
+    // A fleet whose latest version does not read is not acted on on an older one
+    // (`super::unreadable` reports it).
+    if let Some(why) = fleet
+        .metadata
+        .uid
+        .as_deref()
+        .and_then(|u| ctx.stores.unreadable.problem(u))
+    {
+        ctx.metrics.reconcile("unreadable");
+        debug!(fleet = %key, why = %why, "the CelldFleet does not read: not acting");
+        return Ok(Pass::Done(KAction::await_change()));
+    }
     let g = gather(&ctx.stores, &fleet);
     // Rule R9: members that are down are asked whether they are recovering.
     if fleet.spec.is_stateful_set() {

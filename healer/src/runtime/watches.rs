@@ -5,7 +5,7 @@
 //!
 //! | resource | selector |
 //! | --- | --- |
-//! | CelldFleet | all |
+//! | CelldFleet | all (read one by one: see [`super::unreadable`]) |
 //! | StatefulSet, Deployment, Service | label `fleet.celld.dev/identity` exists |
 //! | ReplicaSet (metadata only) | label `fleet.celld.dev/identity` exists |
 //! | Pod | label `fleet.celld.dev/identity` exists |
@@ -31,6 +31,7 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -45,12 +46,15 @@ use super::metrics::{Metrics, ResourceLabel};
 use super::scoped::Scoped;
 use super::served::Served;
 use super::trim::Trim;
+use super::unreadable::Unreadable;
 
 /// Every cache a snapshot is built from. Fleets and reservations are watched
 /// cluster-wide; the rest in each served namespace.
 #[derive(Clone)]
 pub(super) struct Stores {
     pub(super) fleets: Store<CelldFleet>,
+    /// The CelldFleets that did not read, kept out of `fleets`.
+    pub(super) unreadable: Arc<Unreadable>,
     pub(super) stateful_sets: Scoped<StatefulSet>,
     pub(super) deployments: Scoped<Deployment>,
     pub(super) replica_sets: Scoped<PartialObjectMeta<ReplicaSet>>,
@@ -358,14 +362,18 @@ pub(super) fn open(
     let (fleets, fleets_w) = reflector::store::<CelldFleet>();
     let (reservations, res_w) = reflector::store::<CelldBucketReservation>();
     // Every fleet of the cluster, served or not: rule V2 compares identities across
-    // all of them (the install grants this read cluster-wide).
+    // all of them (the install grants this read cluster-wide). Untyped, each object
+    // read on its own: one that does not read is kept apart, not a failed watch.
+    let unreadable = Arc::new(Unreadable::default());
+    let (record, cache) = (unreadable.clone(), fleets.clone());
     let fleet_stream = watched(
         ("celldfleets", None),
         watch_fn(
-            Api::<CelldFleet>::all(client.clone()),
+            Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<CelldFleet>(&())),
             watcher::Config::default(),
         )
-        .default_backoff(),
+        .default_backoff()
+        .filter_map(move |ev| std::future::ready(record.read(ev, &cache))),
         fleets_w,
         watches.clone(),
         move |ev| {
@@ -419,6 +427,7 @@ pub(super) fn open(
 
     let stores = Stores {
         fleets,
+        unreadable,
         stateful_sets,
         deployments,
         replica_sets,

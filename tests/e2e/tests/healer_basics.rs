@@ -654,3 +654,151 @@ async fn watch_fails(env: &mut Env) -> Result<()> {
     );
     Ok(())
 }
+
+/// One CelldFleet the healer cannot read (a field of a newer CRD than the healer knows:
+/// the test adds one to the CRD) never stops the others: the fleet watch stays healthy,
+/// the other fleet grows and becomes ready, and the unreadable one is left alone,
+/// reported by an Event on itself and `celld_healer_fleets_unreadable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unreadable_fleet_does_not_stop_the_others() -> Result<()> {
+    let Some(mut env) = Env::start_with(
+        "unreadable",
+        EnvOptions::alone(
+            "changes the cluster's CelldFleet CRD (a field this healer does not know, as a newer CRD would add)",
+        ),
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(env.client.clone());
+    let r = unreadable(&mut env, &crds).await;
+    // The CRD is the cluster's: restored whatever happened.
+    let restored = newer_crd_field(&crds, false).await;
+    let r = r.and(restored);
+    env.finish(r).await
+}
+
+const CRD: &str = "celldfleets.fleet.celld.dev";
+const NEWER_FIELD: &str = "fromANewerCrd";
+
+/// Adds (or removes) a boolean `spec.fromANewerCrd` to the CelldFleet CRD.
+async fn newer_crd_field(
+    crds: &Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    add: bool,
+) -> Result<()> {
+    // A replace of the whole object: a merge patch would replace the versions list.
+    let mut crd = serde_json::to_value(crds.get(CRD).await?)?;
+    let props = crd
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties")
+        .and_then(Value::as_object_mut)
+        .context("the CRD has no spec properties")?;
+    let changed = if add {
+        props
+            .insert(NEWER_FIELD.into(), json!({"type": "boolean"}))
+            .is_none()
+    } else {
+        props.remove(NEWER_FIELD).is_some()
+    };
+    if changed {
+        crds.replace(CRD, &PostParams::default(), &serde_json::from_value(crd)?)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn unreadable(
+    env: &mut Env,
+    crds: &Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+) -> Result<()> {
+    newer_crd_field(crds, true).await?;
+    let h = env.healer(env.healer_options())?;
+    // The unreadable fleet: its file with the newer field (applied again until the API
+    // server's handler has the new schema and keeps the field).
+    let bad = env.bucket(&env.ns, "newer", 3);
+    let mut objects = rendered_objects(&load_fleet(&bad.yaml())?)?;
+    for o in objects.iter_mut().filter(|o| o["kind"] == "CelldFleet") {
+        o["spec"]["fromANewerCrd"] = json!(true);
+        // Deleted at the end; the healer, which never reads it, adds no finalizer.
+        o["spec"]["deletionProtection"] = json!(false);
+    }
+    let fleets: Api<CelldFleet> = env.api();
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.ns,
+        &kube::api::ApiResource::erase::<CelldFleet>(&()),
+    );
+    wait_for(
+        "the newer field kept by the API server",
+        Duration::from_secs(30),
+        || {
+            let (objects, raw) = (objects.clone(), raw.clone());
+            let client = env.client.clone();
+            async move {
+                for o in &objects {
+                    apply(&client, o, ARGO, false).await?;
+                }
+                let kept = raw.get("newer").await?.data["spec"]["fromANewerCrd"] == json!(true);
+                Ok(kept.then_some(()))
+            }
+        },
+    )
+    .await?;
+    ensure!(
+        fleets.get("newer").await.is_err(),
+        "the typed client reads the newer fleet: the test does not make an unreadable one"
+    );
+    // A fleet beside it is healed as usual.
+    let good = env.bucket(&env.ns, "older", 3);
+    env.apply_fleet(&good.yaml()).await?;
+    wait_condition(
+        env,
+        "older",
+        "Ready",
+        "True",
+        Some("Provisioned"),
+        Duration::from_secs(120),
+    )
+    .await?;
+    let event = wait_event(env, "newer", "FleetUnreadable", Duration::from_secs(30)).await?;
+    ensure!(event.note.contains("fromANewerCrd"), "{}", event.note);
+    let m = env.h(h).metrics_text().await?;
+    ensure!(
+        sum_metric(&m, "celld_healer_fleets_unreadable") == 1.0,
+        "fleets_unreadable: {m}"
+    );
+    ensure!(
+        sum_metric(&m, "celld_healer_watch_healthy{resource=\"celldfleets\"") >= 1.0,
+        "the fleet watch is not healthy"
+    );
+    // Left alone: no finalizer, no status, its workload not grown.
+    let newer = raw.get("newer").await?;
+    ensure!(
+        newer
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_none_or(|f| f.is_empty())
+            && newer.data.get("status").is_none_or(|s| s.is_null()),
+        "the healer acted on the fleet it cannot read: {:?} {:?}",
+        newer.metadata.finalizers,
+        newer.data.get("status")
+    );
+    ensure!(
+        replicas(env, "newer").await? == Some(1),
+        "the unreadable fleet's workload changed"
+    );
+    // Gone: forgotten.
+    raw.delete("newer", &Default::default()).await?;
+    wait_for(
+        "fleets_unreadable back to 0",
+        Duration::from_secs(30),
+        || async {
+            let m = env.h(h).metrics_text().await?;
+            Ok((sum_metric(&m, "celld_healer_fleets_unreadable") == 0.0).then_some(()))
+        },
+    )
+    .await?;
+    Ok(())
+}
