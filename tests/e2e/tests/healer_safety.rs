@@ -26,7 +26,7 @@ use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::{Api, ResourceExt};
@@ -841,6 +841,17 @@ async fn fresh_cost(env: &mut Env) -> Result<()> {
         },
     )
     .await?;
+    // Unlabelled claims at member names the fleet may grow into (made by hand, or by
+    // someone trying): more than the healer reads one by one, so each fresh read lists
+    // the namespace's claims once instead of once per claim.
+    let pvcs: Api<PersistentVolumeClaim> = env.api();
+    for o in 10..16 {
+        let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("data-cost-{o}")},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        }))?;
+        pvcs.create(&Default::default(), &pvc).await?;
+    }
     let before = claims(env).await?;
     let m0 = env.h(h).metrics_text().await?;
     let t0 = Timestamp::now();
@@ -950,8 +961,9 @@ async fn fresh_cost(env: &mut Env) -> Result<()> {
         // The fleet's StatefulSet exists, so no Deployment is read.
         ("deployments", 0.0),
         ("pods", 2.0),
-        // The claim names (a Table) and the claims carrying the identity.
-        ("persistentvolumeclaims", 2.0),
+        // The claim names (a Table), the claims carrying the identity, and the
+        // namespace's claims once for the six unlabelled ones at member names.
+        ("persistentvolumeclaims", 3.0),
         ("celldbucketreservations", 1.0),
         ("replicasets", 0.0),
     ] {

@@ -10,9 +10,12 @@
 //!   cells per claim);
 //! - the claims carrying the identity (a label selector);
 //!
-//! then, by name, each claim at a member name that the label did not bring (normally
-//! none). Nothing the whole list would have shown at that moment is missed: every name
-//! is there, and each claim read by name is at least as new as the names.
+//! then each claim at a member name that the label did not bring (normally none): by
+//! name when there are at most [`BY_NAME_AT_MOST`], else the namespace's claims in one
+//! list, so that a namespace full of unlabelled claims at member names (made by hand, or
+//! by someone trying) costs one request more, never one per claim. Nothing the whole
+//! list would have shown at that moment is missed: every name is there, and each claim
+//! read afterwards is at least as new as the names.
 
 use std::collections::HashSet;
 
@@ -107,15 +110,29 @@ pub(super) async fn read(
         .iter()
         .filter_map(|c| c.metadata.name.clone())
         .collect();
-    let missing: Vec<ListParams> = all
+    let missing: HashSet<&String> = all
         .iter()
         .filter(|n| claim_ordinal(name, n).is_some() && !found.contains(*n))
-        .map(|n| by_name(n))
         .collect();
-    let more = futures::future::try_join_all(missing.iter().map(|lp| api.list(lp))).await?;
+    if missing.len() > BY_NAME_AT_MOST {
+        let every = api.list(&ListParams::default()).await?;
+        claims.extend(every.items.into_iter().filter(|c| {
+            c.metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| missing.contains(n))
+        }));
+        return Ok(claims);
+    }
+    let by_names: Vec<ListParams> = missing.iter().map(|n| by_name(n)).collect();
+    let more = futures::future::try_join_all(by_names.iter().map(|lp| api.list(lp))).await?;
     claims.extend(more.into_iter().flat_map(|l| l.items));
     Ok(claims)
 }
+
+/// Most unlabelled claims at member names read one by one; more are read in one list of
+/// the namespace.
+pub(super) const BY_NAME_AT_MOST: usize = 2;
 
 #[cfg(test)]
 mod tests {
