@@ -5,6 +5,7 @@
 //! | `celld_healer_reconciles_total` | counter | `result`: acted, idle, conflict, error, standby, unobservable, unreadable, unsynced |
 //! | `celld_healer_actions_total` | counter | `kind` (the Action variant), `outcome`: ok, conflict, error |
 //! | `celld_healer_blocked_fleets` | gauge | |
+//! | `celld_healer_excess_permissions` | gauge | (group, resource, verb) grants this healer holds beyond its RBAC table, found at start (`ExcessPermissions` Event) |
 //! | `celld_healer_fleets_unreadable` | gauge | CelldFleets the healer cannot read (each reported by an Event, `FleetUnreadable`) |
 //! | `celld_healer_errors_total` | counter | `kind`: api, observe, status, event, watch, lease |
 //! | `celld_healer_decide_duration_seconds` | histogram | |
@@ -122,6 +123,8 @@ pub struct Metrics {
     pub blocked_fleets: Gauge,
     /// CelldFleets that do not read ([`super::unreadable`]).
     pub fleets_unreadable: Gauge,
+    /// Grants beyond the RBAC table ([`super::permissions`]).
+    pub excess_permissions: Gauge,
     /// Errors by kind.
     pub errors: Family<KindLabel, Counter>,
     /// Duration of `decide`.
@@ -192,6 +195,7 @@ impl Metrics {
         let actions = Family::<ActionLabels, Counter>::default();
         let blocked_fleets = Gauge::default();
         let fleets_unreadable = Gauge::default();
+        let excess_permissions = Gauge::default();
         let errors = Family::<KindLabel, Counter>::default();
         let decide_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 10));
         let deadline_lag_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 12));
@@ -296,6 +300,11 @@ impl Metrics {
             "CelldFleets the healer cannot read, and so does not act on",
             fleets_unreadable.clone(),
         );
+        registry.register(
+            "celld_healer_excess_permissions",
+            "Grants this healer holds beyond its RBAC table, found at start",
+            excess_permissions.clone(),
+        );
         registry.register("celld_healer_errors", "Errors, by kind", errors.clone());
         registry.register(
             "celld_healer_decide_duration_seconds",
@@ -348,6 +357,7 @@ impl Metrics {
             actions,
             blocked_fleets,
             fleets_unreadable,
+            excess_permissions,
             errors,
             decide_seconds,
             deadline_lag_seconds,

@@ -48,6 +48,7 @@ pub mod leader;
 pub mod members;
 pub mod memory;
 pub mod metrics;
+pub mod permissions;
 pub mod rbac;
 pub mod reconcile;
 pub mod recovery;
@@ -89,6 +90,40 @@ pub async fn run(args: Args) -> Result<()> {
         absorb_window = ?args.absorb_window,
         "celld-healer starting"
     );
+
+    // Its own permissions, compared with its RBAC table (reported, never a hold).
+    {
+        let (client, served, metrics) = (client.clone(), served.clone(), metrics.clone());
+        let (lease_ns, lease_name) = (
+            args.lease_namespace.clone(),
+            args.shard.lease_name(&args.lease_name),
+        );
+        let identity = identity.clone();
+        tokio::spawn(async move {
+            let extra = permissions::check(&client, &served, &lease_ns).await;
+            metrics.excess_permissions.set(extra.len() as i64);
+            if extra.is_empty() {
+                info!("this healer's permissions are those of its RBAC table, or fewer");
+                return;
+            }
+            let note = format!(
+                "This healer holds {} permissions beyond its RBAC table, maybe left by an older install: {}. Remove the roles or bindings that grant them.",
+                extra.len(),
+                extra.join(", ")
+            );
+            warn!(excess = %extra.join(", "), "this healer holds permissions beyond its RBAC table");
+            let lease = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("coordination.k8s.io/v1".into()),
+                kind: Some("Lease".into()),
+                namespace: Some(lease_ns),
+                name: Some(lease_name),
+                ..Default::default()
+            };
+            events::Events::new(client, &identity, metrics)
+                .publish_regarding(lease, true, "ExcessPermissions", "Report", note)
+                .await;
+        });
+    }
 
     let health = Arc::new(http::Health::default());
     let http_task = tokio::spawn(http::serve(

@@ -802,3 +802,86 @@ async fn unreadable(
     .await?;
     Ok(())
 }
+
+/// The healer checks its own permissions at start: with exactly its install's RBAC it
+/// says so; given one more (a Role left by an older install, say) it reports it, in the
+/// log, in `celld_healer_excess_permissions` and by an Event on its Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healer_reports_permissions_beyond_its_table() -> Result<()> {
+    let Some(mut env) = Env::start("excess-rbac").await? else {
+        return Ok(());
+    };
+    let r = excess_rbac(&mut env).await;
+    env.finish(r).await
+}
+
+async fn excess_rbac(env: &mut Env) -> Result<()> {
+    let own = env.own_install().await?;
+    let exact = env.healer(own.healer_options(env))?;
+    wait_for(
+        "the exact healer's review",
+        Duration::from_secs(30),
+        || async {
+            Ok(env
+                .h(exact)
+                .log_text()
+                .contains("permissions are those of its RBAC table")
+                .then_some(()))
+        },
+    )
+    .await?;
+    let m = env.h(exact).metrics_text().await?;
+    ensure!(sum_metric(&m, "celld_healer_excess_permissions") == 0.0);
+    // A left-over grant in the healer's namespace.
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "left-over", "namespace": own.namespace},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "left-over", "namespace": own.namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "left-over"},
+        "subjects": [{"kind": "ServiceAccount", "name": "celld-healer", "namespace": own.namespace}]
+    });
+    apply(&env.client, &role, SETUP, false).await?;
+    apply(&env.client, &binding, SETUP, false).await?;
+    let mut o = own.healer_options(env);
+    o.identity = "healer-b".into();
+    let more = env.healer(o)?;
+    let expected = format!("core/secrets get in {}", own.namespace);
+    wait_for("the excess reported", Duration::from_secs(30), || async {
+        let m = env.h(more).metrics_text().await?;
+        Ok((sum_metric(&m, "celld_healer_excess_permissions") == 1.0).then_some(()))
+    })
+    .await?;
+    ensure!(
+        env.h(more).log_text().contains(&expected),
+        "the log does not name {expected}"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.client.clone(), &own.namespace);
+    let event = wait_for(
+        "the ExcessPermissions Event",
+        Duration::from_secs(30),
+        || {
+            let events = events.clone();
+            async move {
+                Ok(events
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ExcessPermissions")))
+            }
+        },
+    )
+    .await?;
+    let note = event.note.unwrap_or_default();
+    ensure!(note.contains(&expected), "{note}");
+    ensure!(
+        event.regarding.and_then(|r| r.kind).as_deref() == Some("Lease"),
+        "the Event is not on the Lease"
+    );
+    Ok(())
+}
