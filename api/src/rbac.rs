@@ -37,6 +37,15 @@ pub struct Rule {
     pub why: &'static str,
 }
 
+/// The permission that lets a claim deletion through the install's disk-protection
+/// policy: `delete` on the subresource `disks` of CelldFleets, which does not exist, so
+/// RBAC grants it to nobody by accident. The policy asks the API server's authorizer
+/// whether the requester holds it in the claim's namespace: exactly the healers of the
+/// installs serving that namespace (and cluster administrators, who could remove the
+/// policy anyway), never a ServiceAccount that merely shares the healer's name.
+pub const DISK_DELETER: (&str, &str, &str, &str) =
+    ("fleet.celld.dev", "celldfleets", "disks", "delete");
+
 /// The healer's RBAC. It reads everything through watches, so it needs `list` and
 /// `watch` but never `get` (the fresh read before a destructive write is a `list` with a
 /// field selector).
@@ -117,6 +126,13 @@ pub const RULES: &[Rule] = &[
         verbs: &["list", "watch", "delete"],
         scope: Scope::Served,
         why: "observe disks (another fleet's at a member name too); guarded deletes",
+    },
+    Rule {
+        group: DISK_DELETER.0,
+        resources: &["celldfleets/disks"],
+        verbs: &[DISK_DELETER.3],
+        scope: Scope::Served,
+        why: "no object: the disk-protection policy lets through the claim deletions of those who hold it (DISK_DELETER)",
     },
     Rule {
         group: "",

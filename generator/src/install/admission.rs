@@ -6,9 +6,11 @@
 //!   [`defaults::DELETION_PROTECTION`]). A GitOps prune, a cascading Application
 //!   deletion, `kubectl delete` and the namespace controller all get the same answer.
 //! - [`DISK_POLICY`]: refuses DELETE of a PersistentVolumeClaim that carries the fleet
-//!   identity label, unless a healer's ServiceAccount (`celld-healer`, in whichever
-//!   namespace it was installed) asks (it deletes claims only through its guarded rules:
-//!   disk handoff, deliberate fleet deletion), or an operator
+//!   identity label, unless the requester holds the healer's disk-deletion permission in
+//!   the claim's namespace (`rbac::DISK_DELETER`, asked of the API server's authorizer:
+//!   exactly the healers of the installs serving that namespace, which delete claims only
+//!   through their guarded rules: disk handoff, deliberate fleet deletion; never a
+//!   ServiceAccount that merely shares the healer's name), or an operator
 //!   marked the claim with [`labels::DELETION_ALLOWED`]`: "true"`. Deleting a namespace
 //!   makes the namespace controller delete every claim directly; with this policy the
 //!   disks stay and the namespace stays Terminating until someone decides.
@@ -49,14 +51,19 @@ fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// CEL: the request comes from a healer's ServiceAccount, in any namespace: the same
-/// rule for every install, so a second install (serving other namespaces) never takes
-/// the exemption away from the first healer.
+/// CEL: the requester holds the healer's disk-deletion permission in the claim's
+/// namespace (`rbac::DISK_DELETER`, which each install grants its own healer where it
+/// serves). The same rule for every install, so a second install never takes the
+/// exemption away from the first healer, and a ServiceAccount named like the healer in
+/// another namespace gets none.
 pub fn from_a_healer() -> String {
+    let (group, resource, sub, verb) = crate::api::rbac::DISK_DELETER;
     format!(
-        "request.userInfo.username.startsWith('system:serviceaccount:') && \
-         request.userInfo.username.endsWith({})",
-        lit(&format!(":{}", labels::HEALER_NAME))
+        "authorizer.group({}).resource({}).subresource({}).namespace(request.namespace).check({}).allowed()",
+        lit(group),
+        lit(resource),
+        lit(sub),
+        lit(verb)
     )
 }
 

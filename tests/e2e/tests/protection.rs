@@ -224,6 +224,26 @@ async fn fleet_deletion(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// A client of a ServiceAccount `celld-healer` in `ns`, allowed by RBAC to delete claims
+/// in the test's namespace.
+async fn impostor(env: &Env, ns: &str) -> Result<Client> {
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": "celld-healer", "namespace": ns}});
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "namesake", "namespace": env.ns},
+        "rules": [{"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["delete"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "namesake", "namespace": env.ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "namesake"},
+        "subjects": [{"kind": "ServiceAccount", "name": "celld-healer", "namespace": ns}]});
+    for o in [&sa, &role, &binding] {
+        apply(&env.client, o, SETUP, false).await?;
+    }
+    let path = env.dir.join("namesake.kubeconfig");
+    write_sa_kubeconfig(&env.cluster, ns, "celld-healer", &path).await?;
+    kubesim::testing::client_from_kubeconfig(&path).await
+}
+
 /// A healer-credential client (the ServiceAccount the disk policy exempts).
 async fn healer_client(env: &Env) -> Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(&env.healer_kubeconfig)?;
@@ -234,14 +254,19 @@ async fn healer_client(env: &Env) -> Result<Client> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_deletion_keeps_every_disk() -> Result<()> {
-    let Some(env) = Env::start("namespace-deletion").await? else {
+    let Some(mut env) = Env::start("namespace-deletion").await? else {
         return Ok(());
     };
-    let r = namespace_deletion(&env).await;
+    let r = namespace_deletion(&mut env).await;
     env.finish(r).await
 }
 
-async fn namespace_deletion(env: &Env) -> Result<()> {
+async fn namespace_deletion(env: &mut Env) -> Result<()> {
+    // A ServiceAccount named like the healer, in a namespace of its own, that may delete
+    // claims here: the disk policy asks for the healer's permission, not its name.
+    let elsewhere = env.extra_namespace("impostor").await?;
+    let namesake = impostor(env, &elsewhere).await?;
+    let env: &Env = env;
     let f = env.persistent(&env.ns, "vault", 3);
     env.apply_fleet(&f.yaml()).await?;
     // No healer here: three members by hand, as a human with kubectl would.
@@ -305,8 +330,22 @@ async fn namespace_deletion(env: &Env) -> Result<()> {
         .delete("data-vault-8", &DeleteParams::default())
         .await
         .context("the healer deleting a fleet disk")?;
+    claims_api
+        .create(&PostParams::default(), &claim("data-vault-9", true)?)
+        .await?;
+    let (code, msg) = refusal(
+        Api::<PersistentVolumeClaim>::namespaced(namesake, &env.ns)
+            .delete("data-vault-9", &DeleteParams::default())
+            .await,
+        "a celld-healer ServiceAccount of another namespace deleting a fleet disk",
+    )?;
+    ensure!(code == 403 && msg.contains(DISK_POLICY), "{code} {msg}");
+    allow_claim_deletion(&claims_api, "data-vault-9").await?;
+    claims_api
+        .delete("data-vault-9", &DeleteParams::default())
+        .await?;
     eprintln!(
-        "[namespace-deletion] marked claim deleted by hand; unmarked claim deleted by the healer's ServiceAccount"
+        "[namespace-deletion] marked claim deleted by hand; unmarked claim deleted by the healer's ServiceAccount; refused to a celld-healer ServiceAccount of {elsewhere}: {code}"
     );
 
     let disks: Vec<(String, String)> = claims_api
