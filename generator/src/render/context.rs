@@ -46,6 +46,23 @@ const KEYS: Keys = Keys {
     claim_template: labels::CLAIM_TEMPLATE,
 };
 
+/// The annotations of a protected fleet's running parts: a fleet file renamed or
+/// removed from Git, or a mistyped Flux path, must not stop every member while the
+/// CelldFleet and its disks stay (deletion protection keeps those). Argo CD then shows
+/// the objects as needing a prune it does not make, and Flux keeps them; turning
+/// protection off in Git first (the documented way to delete a fleet) removes these.
+pub fn kept_annotations(protected: bool) -> Option<BTreeMap<String, String>> {
+    protected.then(|| {
+        BTreeMap::from([
+            (labels::ARGOCD_SYNC_OPTIONS.to_string(), "Prune=false".to_string()),
+            (
+                labels::FLUX_PRUNE.to_string(),
+                labels::FLUX_PRUNE_DISABLED.to_string(),
+            ),
+        ])
+    })
+}
+
 /// The annotations of the rendered CelldFleet: the user's own, plus the GitOps guards.
 /// Argo CD gets [`labels::FLEET_ARGOCD_SYNC_OPTIONS`] (`Prune=confirm,Delete=confirm`)
 /// appended to any sync options the user wrote, except where the user already chose
@@ -115,6 +132,11 @@ pub struct FleetContext {
     /// Annotations of the CelldFleet: the user's plus the GitOps guards
     /// ([`fleet_annotations`]).
     fleet_annotations: BTreeMap<String, String>,
+    /// While the fleet is protected from deletion, the annotations that keep its running
+    /// parts (workload, Services, PodDisruptionBudget, NetworkPolicies) through a prune:
+    /// Argo CD `Prune=false`, Flux `prune: disabled` ([`kept_annotations`]). Null when
+    /// not protected.
+    kept_annotations: Option<BTreeMap<String, String>>,
     /// The spec exactly as written (no defaults), as plain data.
     spec: serde_json::Value,
     workload: Workload,
@@ -351,6 +373,7 @@ impl FleetContext {
                 fleet.metadata.annotations.as_ref(),
                 spec.capacity_mode() == Some(CapacityMode::External),
             ),
+            kept_annotations: kept_annotations(spec.deletion_protected()),
             spec: spec_value,
             workload: Workload {
                 stateful,
