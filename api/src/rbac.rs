@@ -40,9 +40,9 @@ pub struct Rule {
 /// The permission that lets a claim deletion through the install's disk-protection
 /// policy: `delete` on the subresource `disks` of CelldFleets, which does not exist, so
 /// RBAC grants it to nobody by accident. The policy asks the API server's authorizer
-/// whether the requester holds it in the claim's namespace: exactly the healers of the
-/// installs serving that namespace (and cluster administrators, who could remove the
-/// policy anyway), never a ServiceAccount that merely shares the healer's name.
+/// whether the requester, a ServiceAccount named `celld-healer`, holds it in the claim's
+/// namespace: exactly the healers of the installs serving that namespace, never a
+/// ServiceAccount that merely shares the healer's name.
 pub const DISK_DELETER: (&str, &str, &str, &str) =
     ("fleet.celld.dev", "celldfleets", "disks", "delete");
 
@@ -161,6 +161,13 @@ pub const RULES: &[Rule] = &[
         verbs: &["get", "create", "update"],
         scope: Scope::LeaseNamespace,
         why: "leader election: only the holder of the lease acts",
+    },
+    Rule {
+        group: "events.k8s.io",
+        resources: &["events"],
+        verbs: &["create"],
+        scope: Scope::LeaseNamespace,
+        why: "Events about the healer itself, on its Lease (permissions beyond this table)",
     },
 ];
 

@@ -6,11 +6,11 @@
 //!   [`defaults::DELETION_PROTECTION`]). A GitOps prune, a cascading Application
 //!   deletion, `kubectl delete` and the namespace controller all get the same answer.
 //! - [`DISK_POLICY`]: refuses DELETE of a PersistentVolumeClaim that carries the fleet
-//!   identity label, unless the requester holds the healer's disk-deletion permission in
-//!   the claim's namespace (`rbac::DISK_DELETER`, asked of the API server's authorizer:
-//!   exactly the healers of the installs serving that namespace, which delete claims only
-//!   through their guarded rules: disk handoff, deliberate fleet deletion; never a
-//!   ServiceAccount that merely shares the healer's name), or an operator
+//!   identity label, unless a ServiceAccount named `celld-healer` that holds the
+//!   healer's disk-deletion permission in the claim's namespace asks (`rbac::DISK_DELETER`,
+//!   asked of the API server's authorizer: exactly the healers of the installs serving
+//!   that namespace, which delete claims only through their guarded rules: disk handoff,
+//!   deliberate fleet deletion; never a namesake elsewhere), or an operator
 //!   marked the claim with [`labels::DELETION_ALLOWED`]`: "true"`. Deleting a namespace
 //!   makes the namespace controller delete every claim directly; with this policy the
 //!   disks stay and the namespace stays Terminating until someone decides.
@@ -51,15 +51,21 @@ fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// CEL: the requester holds the healer's disk-deletion permission in the claim's
-/// namespace (`rbac::DISK_DELETER`, which each install grants its own healer where it
-/// serves). The same rule for every install, so a second install never takes the
-/// exemption away from the first healer, and a ServiceAccount named like the healer in
-/// another namespace gets none.
+/// CEL: the request comes from a healer: a ServiceAccount named `celld-healer` that
+/// also holds the healer's disk-deletion permission in the claim's namespace
+/// (`rbac::DISK_DELETER`, which each install grants its own healer where it serves).
+/// Both halves matter: the name alone would let any namesake through, and the
+/// permission alone would let through every requester with wildcard rights (cluster
+/// administrators, the namespace controller), the very deletions the policy stops. The
+/// same rule for every install, so a second install never takes the exemption away from
+/// the first healer.
 pub fn from_a_healer() -> String {
     let (group, resource, sub, verb) = crate::api::rbac::DISK_DELETER;
     format!(
-        "authorizer.group({}).resource({}).subresource({}).namespace(request.namespace).check({}).allowed()",
+        "request.userInfo.username.startsWith('system:serviceaccount:') && \
+         request.userInfo.username.endsWith({}) && \
+         authorizer.group({}).resource({}).subresource({}).namespace(request.namespace).check({}).allowed()",
+        lit(&format!(":{}", labels::HEALER_NAME)),
         lit(group),
         lit(resource),
         lit(sub),

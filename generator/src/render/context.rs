@@ -54,7 +54,10 @@ const KEYS: Keys = Keys {
 pub fn kept_annotations(protected: bool) -> Option<BTreeMap<String, String>> {
     protected.then(|| {
         BTreeMap::from([
-            (labels::ARGOCD_SYNC_OPTIONS.to_string(), "Prune=false".to_string()),
+            (
+                labels::ARGOCD_SYNC_OPTIONS.to_string(),
+                "Prune=false".to_string(),
+            ),
             (
                 labels::FLUX_PRUNE.to_string(),
                 labels::FLUX_PRUNE_DISABLED.to_string(),

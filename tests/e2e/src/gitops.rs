@@ -210,6 +210,9 @@ pub trait Engine {
     fn sync(&self, objs: &[Value]) -> Result<()>;
     /// Every object the engine reports out of sync (drifted), with its evidence.
     fn out_of_sync(&self, objs: &[Value]) -> Result<Vec<String>>;
+    /// Prunes `gone` (objects the engine synced that left Git), as a sync with pruning
+    /// on does; returns each object's `Kind/namespace/name` and whether it was deleted.
+    fn prune(&self, gone: &[Value]) -> Result<Vec<(String, bool)>>;
 }
 
 /// Argo CD: Application, settings and the `celld-argocd` binary.
@@ -270,6 +273,33 @@ impl Argo {
 impl Engine for Argo {
     fn name(&self) -> &'static str {
         "Argo CD"
+    }
+
+    /// gitops-engine's sync context with pruning on (and the prune the CelldFleet's
+    /// `Prune=confirm` asks for confirmed, as a person would): `Pruned` or not, per object.
+    fn prune(&self, gone: &[Value]) -> Result<Vec<(String, bool)>> {
+        let out = run(
+            &self.bin,
+            "prune",
+            Some(&self.kubeconfig),
+            &self.request(gone),
+        )?;
+        out["results"]
+            .as_array()
+            .context("no results")?
+            .iter()
+            .map(|r| {
+                Ok((
+                    format!(
+                        "{}/{}/{}",
+                        r["kind"].as_str().context("kind")?,
+                        r["namespace"].as_str().unwrap_or_default(),
+                        r["name"].as_str().context("name")?
+                    ),
+                    r["status"] == "Pruned",
+                ))
+            })
+            .collect()
     }
 
     fn sync(&self, objs: &[Value]) -> Result<()> {
@@ -351,6 +381,20 @@ fn entries(out: &Value) -> Result<Vec<(String, String)>> {
 impl Engine for Flux {
     fn name(&self) -> &'static str {
         "Flux"
+    }
+
+    /// kustomize-controller's garbage collection (`DeleteAll` with its options).
+    fn prune(&self, gone: &[Value]) -> Result<Vec<(String, bool)>> {
+        let out = run(
+            &self.bin,
+            "prune",
+            Some(&self.kubeconfig),
+            &json!({"kustomization": self.kustomization, "objects": gone}),
+        )?;
+        Ok(entries(&out)?
+            .into_iter()
+            .map(|(subject, action)| (subject, action == "deleted"))
+            .collect())
     }
 
     fn sync(&self, objs: &[Value]) -> Result<()> {
@@ -905,6 +949,77 @@ async fn label_edit_detected(env: &crate::Env, engine: &dyn Engine, objs: &[Valu
     eprintln!(
         "[{}] negative control: a label edited on the live StatefulSet is out of sync",
         engine.name()
+    );
+    Ok(())
+}
+
+/// Issue "protection keeps the fleet running": two fleets synced by `engine`, one
+/// protected from deletion (the default) and one not, with the healer running; then
+/// both fleets' folders leave Git and the engine syncs with pruning. The protected
+/// fleet's workload, Services, PodDisruptionBudget and NetworkPolicies are kept and
+/// every member keeps running; the unprotected one's workload is pruned (what the
+/// annotations change).
+pub async fn prune_scenario(env: &crate::Env, engine: &dyn Engine) -> Result<()> {
+    use crate::{load_fleet, rendered_objects};
+    let kept = env.persistent(&env.ns, "kept", 3);
+    let free = env.persistent(&env.ns, "free", 3).protection(false);
+    let mut objs = rendered_objects(&load_fleet(&kept.yaml())?)?;
+    let kept_count = objs.len();
+    objs.extend(rendered_objects(&load_fleet(&free.yaml())?)?);
+    blocking(|| engine.sync(&objs))?;
+    settle(env, "kept", &kept.identity, 3).await?;
+    settle(env, "free", &free.identity, 3).await?;
+    let name = engine.name();
+    // Both folders removed from Git: every object is stale.
+    let pruned = blocking(|| engine.prune(&objs))?;
+    eprintln!("[{name} prune] {pruned:?}");
+    let running = [
+        "StatefulSet",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    ];
+    for o in &objs[..kept_count] {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        if !running.contains(&kind) {
+            continue;
+        }
+        let id = format!(
+            "{kind}/{}/{}",
+            o["metadata"]["namespace"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        ensure!(
+            !pruned.iter().any(|(s, deleted)| *deleted && *s == id),
+            "{name} pruned {id} of a protected fleet"
+        );
+        let (api, n) = crate::dynamic_api(&env.client, o)?;
+        let live = api.get_opt(&n).await?;
+        ensure!(
+            live.is_some_and(|l| l.metadata.deletion_timestamp.is_none()),
+            "{id} of a protected fleet is gone or going after {name}'s prune"
+        );
+    }
+    crate::holds_for(
+        "the protected fleet's members keep running",
+        std::time::Duration::from_secs(10),
+        || async {
+            Ok(crate::member_pods(env, &kept.identity)
+                .await?
+                .iter()
+                .filter(|p| crate::pod_ready(p) && p.metadata.deletion_timestamp.is_none())
+                .count()
+                == 3)
+        },
+    )
+    .await?;
+    let free_sts = format!("StatefulSet/{}/free", env.ns);
+    ensure!(
+        pruned.iter().any(|(s, deleted)| *deleted && *s == free_sts),
+        "{name} did not prune {free_sts} of the unprotected fleet: {pruned:?}"
+    );
+    eprintln!(
+        "[{name} prune] the protected fleet's running parts kept, its members running; the unprotected fleet's workload pruned"
     );
     Ok(())
 }

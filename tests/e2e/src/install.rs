@@ -369,8 +369,16 @@ impl Env {
     /// Installs [`OwnInstall`] in a namespace of the test (`<ns>-healer`); its
     /// cluster-scoped objects are deleted when the test finishes.
     pub async fn own_install(&mut self) -> Result<OwnInstall> {
+        self.own_install_with(&[]).await
+    }
+
+    /// [`Env::own_install`] rendered with these `celld-gen install` options too (for
+    /// example `--watch-namespace <the test's namespace>`).
+    pub async fn own_install_with(&mut self, options: &[&str]) -> Result<OwnInstall> {
         let namespace = self.extra_namespace("healer").await?;
-        let objects: Vec<Value> = install_bundle_with(&["--namespace", &namespace])?
+        let mut args = vec!["--namespace", namespace.as_str()];
+        args.extend_from_slice(options);
+        let objects: Vec<Value> = install_bundle_with(&args)?
             .into_iter()
             .filter(|o| {
                 o["kind"]

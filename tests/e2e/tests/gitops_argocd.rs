@@ -170,3 +170,23 @@ async fn scenario(env: &mut Env, argo: &Argo) -> Result<()> {
     eprintln!("[argocd] deleting: alpha is {status}: {message}");
     Ok(())
 }
+
+/// A protected fleet's folder removed from Git and synced with pruning: its workload,
+/// Services, PodDisruptionBudget and NetworkPolicies stay and its members keep running;
+/// an unprotected fleet's workload is pruned ([`gitops::prune_scenario`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_prune_keeps_a_protected_fleet_running() -> Result<()> {
+    let test = "argo_prune_keeps_a_protected_fleet_running";
+    let Some(mut env) = Env::start("argo-prune").await? else {
+        return Ok(());
+    };
+    let Some(engine) = argo(test, &env.cluster.kubeconfig)? else {
+        return env.finish(Ok(())).await;
+    };
+    let r = async {
+        env.healer(env.healer_options())?;
+        gitops::prune_scenario(&env, &engine).await
+    }
+    .await;
+    env.finish(r).await
+}

@@ -88,3 +88,23 @@ async fn scenario(env: &mut Env, flux: &Flux) -> Result<()> {
     let fleets = HealerFleets::new(env)?;
     gitops::healer_scenario(env, flux, &fleets, &Reconcile(flux)).await
 }
+
+/// A protected fleet's folder removed from Git and synced with pruning: its workload,
+/// Services, PodDisruptionBudget and NetworkPolicies stay and its members keep running;
+/// an unprotected fleet's workload is pruned ([`gitops::prune_scenario`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_prune_keeps_a_protected_fleet_running() -> Result<()> {
+    let test = "flux_prune_keeps_a_protected_fleet_running";
+    let Some(mut env) = Env::start("flux-prune").await? else {
+        return Ok(());
+    };
+    let Some(engine) = flux(test, &env.cluster.kubeconfig)? else {
+        return env.finish(Ok(())).await;
+    };
+    let r = async {
+        env.healer(env.healer_options())?;
+        gitops::prune_scenario(&env, &engine).await
+    }
+    .await;
+    env.finish(r).await
+}

@@ -816,7 +816,10 @@ async fn a_healer_reports_permissions_beyond_its_table() -> Result<()> {
 }
 
 async fn excess_rbac(env: &mut Env) -> Result<()> {
-    let own = env.own_install().await?;
+    // The install for what this healer serves (the test's namespace), as an install's
+    // RBAC and its healer's flags always agree.
+    let ns = env.ns.clone();
+    let own = env.own_install_with(&["--watch-namespace", &ns]).await?;
     let exact = env.healer(own.healer_options(env))?;
     wait_for(
         "the exact healer's review",

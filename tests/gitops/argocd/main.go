@@ -5,6 +5,7 @@
 //	health  {configMaps, objects}              -> {results: [{status, message} | null]}
 //	sync    {application, configMaps, objects} -> {applied: ["Kind ns/name: output"]}
 //	diff    {application, configMaps, objects} -> {modified, results: [{kind, ..., modified}]}
+//	prune   {application, objects}             -> {phase, message, results: [{kind, namespace, name, status, message}]}
 //	cmp     {pluginYaml, repoRoot, app}         -> {plugin, sourceType, objects}
 //	merge   {base, patches}                    -> the Deployment base with the patches merged
 //
@@ -16,7 +17,10 @@
 // argocd/argocd-cm-health.yaml), merged the way kustomize merges a ConfigMap patch
 // (strategic merge). Argo CD's SettingsManager reads the result, so resource
 // customizations, the tracking method and the status-ignore defaults are Argo CD's own.
-// sync and diff talk to the cluster named by $KUBECONFIG.
+// sync, diff and prune talk to the cluster named by $KUBECONFIG. prune runs gitops-engine's
+// sync context with pruning on objects that left Git (each a live object without a
+// target, as the application controller reconciles them), so the engine itself decides
+// per object, honouring argocd.argoproj.io/sync-options: Prune=false.
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/diff"
+	gitopssync "github.com/argoproj/argo-cd/gitops-engine/v3/pkg/sync"
 	synccommon "github.com/argoproj/argo-cd/gitops-engine/v3/pkg/sync/common"
 	"github.com/argoproj/argo-cd/v3/common"
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -98,6 +103,8 @@ func main() {
 		out, err = syncObjects(ctx, &req)
 	case "diff":
 		out, err = diffObjects(ctx, &req)
+	case "prune":
+		out, err = pruneObjects(ctx, &req)
 	case "cmp":
 		out, err = runPlugin(ctx, &req)
 	case "merge":
@@ -163,6 +170,62 @@ func health(ctx context.Context, req *request) (any, error) {
 		}
 	}
 	return map[string]any{"results": results}, nil
+}
+
+type pruneResult struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+}
+
+// pruneObjects syncs, with pruning on, an Application whose source no longer renders
+// req.Objects: gitops-engine's sync context gets their live versions and no targets,
+// and prunes each one it decides to (in the foreground, as Argo CD does by default).
+func pruneObjects(ctx context.Context, req *request) (any, error) {
+	if req.Application == nil {
+		return nil, errors.New("no application given")
+	}
+	cfg, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	kubectl := kubeutil.NewKubectl()
+	var lives []*unstructured.Unstructured
+	for _, o := range req.Objects {
+		live, err := kubectl.GetResource(ctx, cfg, o.GroupVersionKind(), o.GetName(), o.GetNamespace())
+		if err != nil {
+			return nil, fmt.Errorf("reading live %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+		lives = append(lives, live)
+	}
+	result := gitopssync.ReconciliationResult{Live: lives, Target: make([]*unstructured.Unstructured, len(lives))}
+	sc, cleanup, err := gitopssync.NewSyncContext("HEAD", result, cfg, cfg, kubectl,
+		req.Application.Spec.Destination.Namespace, gitopssync.WithPrune(true),
+		// The prune the CelldFleet's Prune=confirm asks for, confirmed as a person
+		// would: the worst case for the objects it keeps.
+		gitopssync.WithPruneConfirmed(true))
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		sc.Sync(ctx)
+		phase, message, resources := sc.GetState()
+		if phase.Completed() || time.Now().After(deadline) {
+			out := make([]pruneResult, 0, len(resources))
+			for _, r := range resources {
+				out = append(out, pruneResult{
+					Kind: r.ResourceKey.Kind, Namespace: r.ResourceKey.Namespace, Name: r.ResourceKey.Name,
+					Status: string(r.Status), Message: r.Message,
+				})
+			}
+			return map[string]any{"phase": string(phase), "message": message, "results": out}, nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func restConfig() (*rest.Config, error) {

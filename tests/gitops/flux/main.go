@@ -5,6 +5,11 @@
 //
 //	apply  {kustomization, objects} -> {entries: [{subject, action}]}
 //	diff   {kustomization, objects} -> {entries: [{subject, action, live?, merged?}]}
+//	prune  {kustomization, objects} -> {entries: [{subject, action}]}
+//
+// prune is kustomize-controller's garbage collection of the objects that left the
+// source (objects: those no longer rendered): DeleteAll with the controller's options,
+// so an object marked kustomize.toolkit.fluxcd.io/prune: disabled is kept.
 //
 // kustomization is the rendered Flux Kustomization (flux/kustomization.yaml of the install
 // bundle): its spec.ignore becomes the drift ignore rules of both apply and diff, as
@@ -49,7 +54,7 @@ type entry struct {
 
 func main() {
 	if len(os.Args) != 2 {
-		fail(errors.New("usage: celld-flux apply|diff < request.json"))
+		fail(errors.New("usage: celld-flux apply|diff|prune < request.json"))
 	}
 	var req request
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
@@ -67,6 +72,8 @@ func main() {
 		out, err = apply(ctx, ks, req.Objects)
 	case "diff":
 		out, err = diff(ctx, ks, req.Objects)
+	case "prune":
+		out, err = prune(ctx, ks, req.Objects)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -198,6 +205,33 @@ func diff(ctx context.Context, ks *kustomizev1.Kustomization, objs []*unstructur
 			return nil, fmt.Errorf("diff of %s: %w", ssaSubject(o), err)
 		}
 		out = append(out, entry{Subject: e.Subject, Action: string(e.Action), Live: live, Merged: merged})
+	}
+	return out, nil
+}
+
+// prune is kustomize-controller's garbage collection of stale objects: DeleteAll of the
+// objects this Kustomization applied (its owner labels), skipping those whose prune (or
+// reconcile) is disabled, with background propagation.
+func prune(ctx context.Context, ks *kustomizev1.Kustomization, objs []*unstructured.Unstructured) ([]entry, error) {
+	rm, err := manager(ks, objs)
+	if err != nil {
+		return nil, err
+	}
+	opts := ssa.DeleteOptions{
+		PropagationPolicy: metav1.DeletePropagationBackground,
+		Inclusions:        rm.GetOwnerLabels(ks.GetName(), ks.GetNamespace()),
+		Exclusions: map[string]string{
+			fmt.Sprintf("%s/prune", kustomizev1.GroupVersion.Group):     kustomizev1.DisabledValue,
+			fmt.Sprintf("%s/reconcile", kustomizev1.GroupVersion.Group): kustomizev1.DisabledValue,
+		},
+	}
+	cs, err := rm.DeleteAll(ctx, objs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("DeleteAll: %w", err)
+	}
+	out := make([]entry, 0, len(cs.Entries))
+	for _, e := range cs.Entries {
+		out = append(out, entry{Subject: e.Subject, Action: string(e.Action)})
 	}
 	return out, nil
 }
