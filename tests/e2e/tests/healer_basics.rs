@@ -835,6 +835,9 @@ async fn excess_rbac(env: &mut Env) -> Result<()> {
     .await?;
     let m = env.h(exact).metrics_text().await?;
     ensure!(sum_metric(&m, "celld_healer_excess_permissions") == 0.0);
+    // Stopped (it releases the Lease): the next one leads, and only a leader writes
+    // the Event.
+    env.h_mut(exact).terminate();
     // A left-over grant in the healer's namespace.
     let role = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
