@@ -161,18 +161,12 @@ pub(super) fn snapshot_of(
     });
     let all = ctx.stores.fleets.state();
     // Rule V2 also counts the fleets that did not read, by the identity they carry.
-    let unreadable = ctx.stores.unreadable.claimants();
+    let unreadable = ctx.stores.unreadable.entries();
     let owner = observe::identity_owner_among(
         fleet,
         all.iter()
             .map(|f| observe::Claimant::of(f))
-            .chain(unreadable.iter().map(|e| observe::Claimant {
-                identity: e.identity.as_deref().unwrap_or_default(),
-                uid: Some(&e.uid),
-                created: e.created.as_ref(),
-                namespace: &e.namespace,
-                name: &e.name,
-            })),
+            .chain(unreadable.iter().filter_map(|e| e.claimant())),
     );
     let force_retry: BTreeMap<String, Timestamp> = ctx
         .memory

@@ -115,44 +115,17 @@ pub async fn run(args: Args) -> Result<()> {
     let lease_task = tokio::spawn(lease.run(shutdown_rx.clone()));
 
     // Its own permissions, compared with its RBAC table (reported, never a hold).
-    {
-        let (client, served, metrics) = (client.clone(), served.clone(), metrics.clone());
-        let (lease_ns, lease_name) = (
+    tokio::spawn(permissions::report(
+        client.clone(),
+        served.clone(),
+        metrics.clone(),
+        gate.clone(),
+        identity.clone(),
+        (
             args.lease_namespace.clone(),
             args.shard.lease_name(&args.lease_name),
-        );
-        let (identity, gate) = (identity.clone(), gate.clone());
-        tokio::spawn(async move {
-            let extra = permissions::check(&client, &served, &lease_ns).await;
-            metrics.excess_permissions.set(extra.len() as i64);
-            if extra.is_empty() {
-                info!("this healer's permissions are those of its RBAC table, or fewer");
-                return;
-            }
-            let note = format!(
-                "This healer holds {} permissions beyond its RBAC table, maybe left by an older install: {}. Remove the roles or bindings that grant them.",
-                extra.len(),
-                extra.join(", ")
-            );
-            warn!(excess = %extra.join(", "), "this healer holds permissions beyond its RBAC table");
-            // The Event is a write: only from the leader (a standby writes nothing).
-            let mut leading = gate.subscribe();
-            while !gate.may_act() {
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(5), leading.changed())
-                    .await;
-            }
-            let lease = k8s_openapi::api::core::v1::ObjectReference {
-                api_version: Some("coordination.k8s.io/v1".into()),
-                kind: Some("Lease".into()),
-                namespace: Some(lease_ns),
-                name: Some(lease_name),
-                ..Default::default()
-            };
-            events::Events::new(client, &identity, metrics)
-                .publish_regarding(lease, true, "ExcessPermissions", "Report", note)
-                .await;
-        });
-    }
+        ),
+    ));
 
     let ctl = controller::Controller::new(controller::Settings {
         client: client.clone(),

@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::authorization::v1::{
     ResourceRule, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
 };
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use tracing::{info, warn};
@@ -120,6 +121,46 @@ pub async fn check(client: &Client, served: &Served, lease_namespace: &str) -> V
         }
     }
     found.into_iter().collect()
+}
+
+/// [`check`] at start, then its report: the log and `celld_healer_excess_permissions`
+/// from every replica, the `ExcessPermissions` Event on the Lease (`lease`: namespace and
+/// name) from the leader only, once it leads (a standby writes nothing).
+pub async fn report(
+    client: Client,
+    served: Served,
+    metrics: std::sync::Arc<super::metrics::Metrics>,
+    gate: super::leader::Gate,
+    identity: String,
+    lease: (String, String),
+) {
+    let (lease_ns, lease_name) = lease;
+    let extra = check(&client, &served, &lease_ns).await;
+    metrics.excess_permissions.set(extra.len() as i64);
+    if extra.is_empty() {
+        info!("this healer's permissions are those of its RBAC table, or fewer");
+        return;
+    }
+    warn!(excess = %extra.join(", "), "this healer holds permissions beyond its RBAC table");
+    let note = format!(
+        "This healer holds {} permissions beyond its RBAC table, maybe left by an older install: {}. Remove the roles or bindings that grant them.",
+        extra.len(),
+        extra.join(", ")
+    );
+    let mut leading = gate.subscribe();
+    while !gate.may_act() {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), leading.changed()).await;
+    }
+    let regarding = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(<Lease as k8s_openapi::Resource>::API_VERSION.into()),
+        kind: Some(<Lease as k8s_openapi::Resource>::KIND.into()),
+        namespace: Some(lease_ns),
+        name: Some(lease_name),
+        ..Default::default()
+    };
+    super::events::Events::new(client, &identity, metrics)
+        .publish_regarding(regarding, true, "ExcessPermissions", "Report", note)
+        .await;
 }
 
 #[cfg(test)]

@@ -61,12 +61,7 @@ pub(super) async fn listen(ctx: &Reconciler, pods: &[&Pod]) {
 /// Not ready, not terminating, with a running `celld` container: a member that could
 /// be recovering.
 fn down_but_running(p: &Pod) -> bool {
-    let ready = p
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    !ready && p.metadata.deletion_timestamp.is_none() && members::started(p).is_some()
+    !members::ready(p) && p.metadata.deletion_timestamp.is_none() && members::started(p).is_some()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //!   one read before keeps its older version in the cache, and the reconcile refuses a
 //!   fleet recorded here ([`Unreadable::problem`]);
 //! - still counts for rule V2: its identity, when `spec.identity` is a string, makes a
-//!   newer fleet with that identity a copy ([`Unreadable::claimants`]);
+//!   newer fleet with that identity a copy ([`Entry::claimant`]);
 //! - is reported on itself by the leader (an Event, `FleetUnreadable`, once per version),
 //!   in the log, and in `celld_healer_fleets_unreadable`.
 //!
@@ -41,6 +41,19 @@ pub struct Entry {
     pub error: String,
     /// The leader published its Event (for this resourceVersion).
     pub reported: bool,
+}
+
+impl Entry {
+    /// It as rule V2 compares it, when its identity is known.
+    pub fn claimant(&self) -> Option<crate::observe::Claimant<'_>> {
+        Some(crate::observe::Claimant {
+            identity: self.identity.as_deref()?,
+            uid: Some(&self.uid),
+            created: self.created.as_ref(),
+            namespace: &self.namespace,
+            name: &self.name,
+        })
+    }
 }
 
 /// The record of unreadable fleets, by uid.
@@ -176,13 +189,13 @@ impl Unreadable {
         self.len() == 0
     }
 
-    /// The unreadable fleets whose identity is known, for rule V2.
-    pub fn claimants(&self) -> Vec<Entry> {
+    /// Every unreadable fleet, for rule V2 ([`Entry::claimant`]: those whose identity
+    /// is known).
+    pub fn entries(&self) -> Vec<Entry> {
         self.entries
             .lock()
             .expect("unreadable")
             .values()
-            .filter(|e| e.identity.is_some())
             .cloned()
             .collect()
     }
@@ -200,9 +213,10 @@ impl Unreadable {
             metrics.fleets_unreadable.set(self.len() as i64);
             if self.has_unreported() && gate.may_act() {
                 for e in self.unreported() {
+                    use kube::Resource;
                     let regarding = k8s_openapi::api::core::v1::ObjectReference {
-                        api_version: Some("fleet.celld.dev/v1alpha1".into()),
-                        kind: Some("CelldFleet".into()),
+                        api_version: Some(CelldFleet::api_version(&()).into_owned()),
+                        kind: Some(CelldFleet::kind(&()).into_owned()),
                         namespace: Some(e.namespace.clone()),
                         name: Some(e.name.clone()),
                         uid: Some(e.uid.clone()),
@@ -296,7 +310,10 @@ mod tests {
         feed(Event::InitDone);
         assert_eq!(cache.state().len(), 1);
         assert!(u.problem("u2").is_some_and(|e| e.contains("fromANewerCrd")));
-        assert_eq!(u.claimants()[0].identity.as_deref(), Some("id-of-x"));
+        assert_eq!(
+            u.entries()[0].claimant().map(|c| c.identity),
+            Some("id-of-x")
+        );
         assert_eq!(u.unreported().len(), 1);
         assert!(u.unreported().is_empty(), "reported once");
 

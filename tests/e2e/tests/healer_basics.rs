@@ -18,6 +18,7 @@ use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -671,8 +672,7 @@ async fn one_unreadable_fleet_does_not_stop_the_others() -> Result<()> {
     else {
         return Ok(());
     };
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(env.client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
     let r = unreadable(&mut env, &crds).await;
     // The CRD is the cluster's: restored whatever happened.
     let restored = newer_crd_field(&crds, false).await;
@@ -684,10 +684,7 @@ const CRD: &str = "celldfleets.fleet.celld.dev";
 const NEWER_FIELD: &str = "fromANewerCrd";
 
 /// Adds (or removes) a boolean `spec.fromANewerCrd` to the CelldFleet CRD.
-async fn newer_crd_field(
-    crds: &Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
-    add: bool,
-) -> Result<()> {
+async fn newer_crd_field(crds: &Api<CustomResourceDefinition>, add: bool) -> Result<()> {
     // A replace of the whole object: a merge patch would replace the versions list.
     let mut crd = serde_json::to_value(crds.get(CRD).await?)?;
     let props = crd
@@ -708,10 +705,7 @@ async fn newer_crd_field(
     Ok(())
 }
 
-async fn unreadable(
-    env: &mut Env,
-    crds: &Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
-) -> Result<()> {
+async fn unreadable(env: &mut Env, crds: &Api<CustomResourceDefinition>) -> Result<()> {
     newer_crd_field(crds, true).await?;
     let h = env.healer(env.healer_options())?;
     // The unreadable fleet: its file with the newer field (applied again until the API
