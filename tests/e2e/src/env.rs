@@ -266,6 +266,16 @@ impl Env {
             Err(e) => eprintln!("[{}] cleanup: {e:#}", self.test),
             Ok(()) => eprintln!("[{}] cleanup took {:?}", self.test, t.elapsed()),
         }
+        // A passing test's scratch folders (logs, kubeconfig, image layers, kubesim's
+        // volumes) go with it; a failing one's stay for diagnosis (paths logged above).
+        if result.is_ok() {
+            self.sim.stop();
+            for dir in [&self.dir, &self.sim.dir] {
+                if let Err(e) = std::fs::remove_dir_all(dir) {
+                    eprintln!("[{}] removing {}: {e}", self.test, dir.display());
+                }
+            }
+        }
         result
     }
 
