@@ -69,7 +69,9 @@ pub struct CelldFleetSpec {
     /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`.
     #[schemars(pattern(f::IMAGE_DIGEST_PATTERN))]
     pub runtime_image: String,
-    /// Number of members, 1..100 (default 3). Leave it out in capacity mode External.
+    /// Number of members, 1..100 (default 3). Leave it out in capacity mode External: the
+    /// healer sets the first value (minMembers) so `/scale` works, then the `/scale`
+    /// writer owns it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = d::MEMBERS_BOUNDS.min, max = d::MEMBERS_BOUNDS.max))]
     pub members: Option<i32>,

@@ -90,7 +90,7 @@ pub const RULES: &[Rule] = &[
         resources: &["celldfleets"],
         verbs: &["patch"],
         scope: Scope::Served,
-        why: "add and remove the deletion finalizer (JSON patch)",
+        why: "add and remove the deletion finalizer; the first spec.members of an External fleet, so /scale can be served (JSON patch)",
     },
     Rule {
         group: "fleet.celld.dev",

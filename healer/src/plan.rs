@@ -54,6 +54,18 @@ pub enum Action {
         /// CelldFleet resourceVersion.
         resource_version: String,
     },
+    /// Set `spec.members` of an External fleet that has none yet (JSON patch, field
+    /// manager `celld-healer`, `test` ops on uid and resourceVersion): the API server
+    /// cannot serve `/scale` while the field is absent, so no autoscaler could read or
+    /// drive the fleet. Written once; from then on the `/scale` writer owns the field.
+    InitializeMembers {
+        /// CelldFleet uid.
+        uid: String,
+        /// CelldFleet resourceVersion (the one without `spec.members`).
+        resource_version: String,
+        /// The count to start from.
+        members: i32,
+    },
     /// Remove the fleet finalizer, releasing the CelldFleet (update with the
     /// resourceVersion; other finalizers are kept).
     RemoveFleetFinalizer {

@@ -6,7 +6,9 @@
 //! - E2 fingerprints: a policy or membership change restarts the windows (`PolicyChanged`
 //!   when that is all there is to say).
 //! - E3 intervals: an observation sooner than sampleIntervalSeconds after the last counted
-//!   one is intermediate: it may invalidate a window, never count toward one.
+//!   one is intermediate: it may invalidate a window, never count toward one; otherwise
+//!   the last counted decision stands as it was (an unexecuted intent included), so the
+//!   status does not change while the evidence does not.
 //! - E4 gaps: no counted observation for longer than maxAgeSeconds restarts the windows.
 //! - E5 pending: an applied member without a fresh runtime sample while Ready makes the
 //!   fleet wait (`PendingCapacity`, `IneffectiveCapacity` after the provisioning timeout).
@@ -475,8 +477,23 @@ fn step(
                 "A sample between intervals contradicted the running window".to_string(),
             );
         }
+        // The last counted decision stands, actionable as it was: re-reading the same
+        // evidence between intervals neither withdraws an intent the executor has not
+        // carried out yet (the status would flap between the intent and the applied
+        // count at every reconcile) nor repeats one it has (rule E13 cleared it). An
+        // intent carried out leaves its message behind with it: the count moved.
         return match &h.decision {
-            Some(prev) => decision(prev.reason, prev.message.clone(), prev.desired),
+            Some(prev) if h.actionable || prev.desired == current => {
+                let mut d = decision(prev.reason, prev.message.clone(), prev.desired);
+                d.actionable = h.actionable;
+                d
+            }
+            Some(_) => hold(
+                Reason::RateLimited,
+                format!(
+                    "The member count changed to {current}; the next decision waits for the next sample"
+                ),
+            ),
             None => hold(
                 Reason::WithinThresholds,
                 "Waiting for the next sample interval".to_string(),

@@ -76,6 +76,8 @@ proptest! {
         // When the last sample was taken: a sample advances when it is newer. A tick that
         // holds `frozen` but reports a smaller age still carries a newer sample.
         let mut last_src: Option<i64> = None;
+        // The last actionable decision made on a counted sample.
+        let mut last_intent: Option<(Reason, i32)> = None;
         for k in ticks {
             t += k.advance_s * 1000;
             applied.members = (applied.members + k.apply_delta).clamp(1, 20);
@@ -97,6 +99,8 @@ proptest! {
                 }).collect(),
             };
             let (next, d) = evaluate(&p, h.take(), &o, &applied, Timestamp(t));
+            // Counted: this observation became the last counted one (rule E3).
+            let counted = next.last_observation == Some(t);
             let high_samples = next.high_samples;
             let low_samples = next.low_samples;
             let (high_since, low_since) = (next.high_since, next.low_since);
@@ -117,10 +121,20 @@ proptest! {
                 }
                 _ => prop_assert!(!d.actionable),
             }
-            if d.actionable {
+            if d.actionable && counted {
                 // Every counted sample in the window was fresh and advancing.
                 prop_assert!(advanced && k.complete && k.age_s * 1000 <= i64::from(p.max_age_seconds) * 1000,
                     "{:?} from a sample that did not advance", d.reason);
+                last_intent = Some((d.reason, d.desired));
+            } else if d.actionable {
+                // Between intervals only the last counted intent stands, never a new one.
+                prop_assert_eq!(last_intent, Some((d.reason, d.desired)));
+            }
+            // The decision and the signal agree: a policy mode's signal is the decision's
+            // count when it may be acted on, the applied count otherwise, and then the
+            // decision names that count too.
+            if mode != CapacityMode::Shadow && !d.actionable && !d.manual {
+                prop_assert_eq!(d.desired, applied.members, "{:?}: {}", d.reason, d.message);
             }
             if !d.manual && d.actionable {
                 prop_assert!((p.min_members..=p.max_members).contains(&d.desired));

@@ -276,6 +276,35 @@ fn e3_window_interrupted_by_an_intermediate_sample() {
 }
 
 #[test]
+fn e3_an_intent_not_carried_out_stands_between_intervals() {
+    // Automatic, low load: the contraction is recommended, but the executor cannot carry
+    // it out (say the survivors could not take the load). Every reconcile before the
+    // next sample re-reads the same observation: the intent, its count and its history
+    // stay exactly as they were, so the status does not flap back to the applied count.
+    let mut b = Bench::new(CapacityMode::Automatic, 5);
+    b.load(10);
+    b.mem = 100;
+    let d = b.until(Reason::ScaleInRecommended, 60);
+    assert!(d.actionable);
+    let o = b.observation();
+    let h = b.h.clone();
+    for _ in 0..3 {
+        b.t += 1_000;
+        let again = b.eval_with(&o);
+        assert_eq!(again, d, "the same evidence, the same decision");
+        assert_eq!(again.signal(5).recommendation.map(|r| r.members), Some(4));
+        assert_eq!(b.h, h, "the same evidence, the same history (no write)");
+    }
+    // Carried out (5 -> 4): not repeated, and the status names the count it moved to.
+    b.apply(4);
+    b.t += 1_000;
+    let after = b.eval_with(&o);
+    assert!(!after.actionable);
+    assert_eq!(after.desired, 4);
+    assert_eq!(after.signal(4).recommendation.map(|r| r.members), Some(4));
+}
+
+#[test]
 fn e2_policy_changed_restarts_the_windows() {
     let mut b = Bench::new(CapacityMode::ScaleOut, 3);
     b.load(500);

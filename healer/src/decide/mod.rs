@@ -8,7 +8,7 @@
 //! | --- | --- | --- |
 //! | 1 | H1-H5 | finish or abort a disk handoff already on a Pod (before any gate) |
 //! | 2 | V1, V2 | an identity shared with an older fleet, an invalid live spec: no action |
-//! | 3 | D1-D8 | fleet finalizer, deletion protection, and deletion in order |
+//! | 3 | D1-D8, K6 | fleet finalizer, deletion protection, and deletion in order; the first `spec.members` of an External fleet |
 //! | 4 | P1, V3, I1, W1-W4 | pause, a bucket reserved to another identity, infrastructure drift, the workload's presence, ownership and size |
 //! | 5 | F1 | force-delete a member Pod stranded past its grace |
 //! | 6 | K1-K5, G1-G5, C1-C3 | capacity target, growth in runs, contraction one by one |
@@ -430,6 +430,11 @@ fn run(cx: &mut Ctx) -> Outcome {
             },
             "Adding the finalizer that lets the healer delete the fleet in order".into(),
         );
+    }
+    // Rule K6 (External start): `/scale` needs spec.members to exist. It changes no
+    // workload, member or disk, so it comes before the pause and the other holds.
+    if let Some(o) = capacity::initialize_external(cx) {
+        return o;
     }
     // Rule P1 (pause): no lifecycle action at all while paused.
     if cx.fleet.paused {

@@ -5,7 +5,10 @@
 //! - S3 (rolling out): `Provisioning` until every replica runs the current template.
 //! - S4 (conditions): all four conditions carry the same reason and message; only their
 //!   status differs by reason ([`Reason::classes`]). Ready is the workload's own
-//!   readiness: ready replicas equal its spec, counted only once it observed its spec.
+//!   readiness (ready replicas equal its spec, counted only once it observed its spec),
+//!   and never below the policy's floor (`spec.members` by hand, `minMembers` in
+//!   Automatic and External): with fewer ready members, Ready is False and its message
+//!   starts with the gap.
 //!
 //! The previous status only keeps transition times (and `blockedSince`) stable; it never
 //! changes a decision.
@@ -127,7 +130,17 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
     let now = cx.now;
     let w = cx.workload.filter(|w| cx.workload_is_ours(w));
     let ready_n = w.filter(|w| w.observed()).map_or(0, |w| w.ready_replicas);
-    let ready = !f.deleting && w.is_some_and(|w| w.replicas > 0 && ready_n == w.replicas);
+    // Rule S4's floor: "all 0 of 0 ready" is no Ready fleet, nor is any count below what
+    // the policy requires, whatever the workload's own spec says.
+    let floor = cx.target.as_ref().map_or(0, |t| t.floor);
+    let gap = (!f.deleting && ready_n < floor).then(|| {
+        format!(
+            "{ready_n} of the {floor} members the fleet requires {} ready. ",
+            if ready_n == 1 { "is" } else { "are" }
+        )
+    });
+    let ready =
+        gap.is_none() && !f.deleting && w.is_some_and(|w| w.replicas > 0 && ready_n == w.replicas);
     let (progressing, blocked, infra) = o.reason.classes();
     let cond = |type_: &str, on: bool| {
         let status = if on { "True" } else { "False" };
@@ -139,7 +152,10 @@ pub(crate) fn build(cx: &Ctx, o: Outcome) -> Plan {
             type_: type_.to_string(),
             status: status.to_string(),
             reason: o.reason.as_str().to_string(),
-            message: o.message.clone(),
+            message: match (&gap, type_) {
+                (Some(gap), "Ready") => format!("{gap}{}", o.message),
+                _ => o.message.clone(),
+            },
             last_transition_time: since,
             observed_generation: Some(f.generation),
         }

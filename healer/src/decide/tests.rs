@@ -504,7 +504,7 @@ fn f1_ignores_pods_the_workload_does_not_control() {
     assert_eq!(plan(&s, T0).action, None);
 }
 
-// ---- capacity target (K1-K5) ----
+// ---- capacity target (K1-K6) ----
 
 #[test]
 fn k1_k2_manual_and_shadow_follow_spec_members() {
@@ -595,18 +595,122 @@ fn k4_a_manual_edit_may_leave_the_bounds_and_needs_no_survivor_evidence() {
 }
 
 #[test]
-fn k5_external_follows_the_scale_writer_and_holds_without_one() {
-    let mut s = persistent(3);
+fn k5_external_follows_the_scale_writer_within_the_bounds() {
+    let mut s = persistent(4);
+    s.fleet.capacity = Some(policy(CapacityMode::External));
+    s.fleet.members = Some(5);
+    assert!(matches!(
+        plan(&s, T0).action,
+        Some(Action::SetReplicas { replicas: 5, .. })
+    ));
+    // Below minMembers 3: the fleet keeps 3 (no contraction below the floor, whatever
+    // the /scale writer asks).
+    s.fleet.members = Some(2);
+    s.sts().replicas = 3;
+    s.sts().ready_replicas = 3;
+    s.pods.retain(|p| p.name != "alpha-3");
+    let p = plan(&s, T0);
+    assert_eq!(p.action, None);
+    assert_eq!(p.status.desired_members, Some(3));
+    let cap = p.status.capacity.clone().unwrap();
+    assert_eq!(cap.desired_members, Some(3));
+    assert!(
+        cap.message.contains("asks for 2: below minMembers 3"),
+        "{}",
+        cap.message
+    );
+    // Above maxMembers 6: it stops at 6.
+    s.fleet.members = Some(9);
+    let p = plan(&s, T0);
+    assert_eq!(p.status.desired_members, Some(6));
+    // Growth in runs: first back to alpha-3's kept disk.
+    assert!(matches!(
+        p.action,
+        Some(Action::SetReplicas {
+            from: 3,
+            replicas: 4,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn k6_an_external_fleet_without_members_gets_its_first_count() {
+    // A new fleet: the StatefulSet created at 0 replicas; it starts from minMembers.
+    let mut s = persistent(0);
     s.fleet.capacity = Some(policy(CapacityMode::External));
     s.fleet.members = None;
     let p = plan(&s, T0);
-    assert_eq!(p.action, None);
-    assert_eq!(p.status.capacity.unwrap().reason, "ExternalOwner");
-    s.fleet.members = Some(4);
+    assert_eq!(p.rule, "K6");
+    assert_eq!(
+        p.action,
+        Some(Action::InitializeMembers {
+            uid: s.fleet.uid.clone(),
+            resource_version: s.fleet.resource_version.clone(),
+            members: 3,
+        })
+    );
+    // Before any workload too (Argo CD has not created it yet), and while paused: the
+    // count changes no member.
+    s.workload = None;
+    s.fleet.paused = true;
+    assert_eq!(plan(&s, T0).rule, "K6");
+    // A running fleet keeps the count it runs, within [min, max].
+    let mut s = bucket(5);
+    s.fleet.capacity = Some(policy(CapacityMode::External));
+    s.fleet.members = None;
     assert!(matches!(
         plan(&s, T0).action,
-        Some(Action::SetReplicas { replicas: 4, .. })
+        Some(Action::InitializeMembers { members: 5, .. })
     ));
+    s.sts().replicas = 9;
+    assert!(matches!(
+        plan(&s, T0).action,
+        Some(Action::InitializeMembers { members: 6, .. })
+    ));
+    // Once set, never again; nor for any other mode.
+    s.fleet.members = Some(4);
+    assert_ne!(plan(&s, T0).rule, "K6");
+    s.fleet.members = None;
+    s.fleet.capacity = Some(policy(CapacityMode::Automatic));
+    assert_ne!(plan(&s, T0).rule, "K6");
+}
+
+#[test]
+fn s4_below_the_floor_a_fleet_is_never_ready() {
+    // External, minMembers 3, one member running and ready, /scale asks for 3.
+    let mut s = bucket(1);
+    s.fleet.capacity = Some(policy(CapacityMode::External));
+    s.fleet.members = Some(3);
+    let p = plan(&s, T0);
+    assert!(matches!(
+        p.action,
+        Some(Action::SetReplicas { replicas: 3, .. })
+    ));
+    assert_eq!(cond(&p, "Ready").status, "False");
+    assert!(
+        message(&p).starts_with("1 of the 3 members the fleet requires is ready. "),
+        "{}",
+        message(&p)
+    );
+    // The other conditions keep the decision's own message.
+    assert!(!cond(&p, "Progressing").message.contains("requires"));
+    // The workload's own readiness is not enough: all 1 of 1 ready, below the floor.
+    s.fleet.members = Some(1);
+    let p = plan(&s, T0);
+    assert_eq!(p.status.desired_members, Some(3));
+    assert_eq!(cond(&p, "Ready").status, "False");
+    // Nothing running at all: "all 0 ready" is no Ready fleet.
+    let mut s = persistent(0);
+    s.fleet.capacity = Some(policy(CapacityMode::External));
+    s.fleet.members = Some(3);
+    let p = plan(&s, T0);
+    assert_eq!(cond(&p, "Ready").status, "False");
+    assert!(message(&p).starts_with("0 of the 3 members the fleet requires are ready. "));
+    // At the floor and all ready: Ready, with the plain message.
+    let p = plan(&bucket(3), T0);
+    assert_eq!(cond(&p, "Ready").status, "True");
+    assert!(!message(&p).contains("requires"));
 }
 
 // ---- growth (G1-G5) ----
@@ -1069,9 +1173,12 @@ fn r6_unschedulable_member_not_replaced_is_blocked_after_the_delay() {
     assert_eq!((p.rule, reason(&p)), ("R6", "MemberUnschedulable"));
     assert!(blocked(&p));
     assert_eq!(cond(&p, "InfrastructureReady").status, "True");
+    let why = "Member alpha-1 has not been scheduled since 2026-11-29T00:00:00Z: 0/6 nodes are available: 3 node(s) had volume node affinity conflict; it is not replaced while alpha-2 is also down";
+    assert_eq!(cond(&p, "Blocked").message, why);
+    // Ready leads with the gap to spec.members (rule S4).
     assert_eq!(
         message(&p),
-        "Member alpha-1 has not been scheduled since 2026-11-29T00:00:00Z: 0/6 nodes are available: 3 node(s) had volume node affinity conflict; it is not replaced while alpha-2 is also down"
+        format!("1 of the 3 members the fleet requires is ready. {why}")
     );
 }
 

@@ -4,6 +4,7 @@
 //! | action | request | preconditions |
 //! | --- | --- | --- |
 //! | `AddFleetFinalizer`, `RemoveFleetFinalizer` | JSON patch of the CelldFleet's `metadata.finalizers` | `test` ops on `metadata.uid` and `metadata.resourceVersion` |
+//! | `InitializeMembers` | JSON patch adding the CelldFleet's `spec.members`, field manager `celld-healer` | `test` ops on `metadata.uid` and `metadata.resourceVersion` (the version without the field) |
 //! | `SetReplicas` | server-side apply `{apiVersion, kind, metadata: {name, namespace, uid, resourceVersion}, spec: {replicas}}`, field manager `celld-healer`, not forced | uid and resourceVersion in the applied object |
 //! | `ForceDeletePod` | delete, `gracePeriodSeconds: 0` | uid |
 //! | `DeletePod` | delete, the Pod's own grace | uid, resourceVersion |
@@ -137,6 +138,7 @@ pub fn kind(a: &Action) -> &'static str {
     match a {
         Action::AddFleetFinalizer { .. } => "AddFleetFinalizer",
         Action::RemoveFleetFinalizer { .. } => "RemoveFleetFinalizer",
+        Action::InitializeMembers { .. } => "InitializeMembers",
         Action::SetReplicas { .. } => "SetReplicas",
         Action::ForceDeletePod { .. } => "ForceDeletePod",
         Action::DeletePod { .. } => "DeletePod",
@@ -219,6 +221,14 @@ impl Actor<'_> {
                 uid,
                 resource_version,
             } => self.fleet_finalizer(uid, resource_version, false).await,
+            Action::InitializeMembers {
+                uid,
+                resource_version,
+                members,
+            } => {
+                self.initialize_members(uid, resource_version, *members)
+                    .await
+            }
             Action::SetReplicas {
                 kind,
                 name,
@@ -346,6 +356,29 @@ impl Actor<'_> {
             .patch(
                 m.name.as_deref().unwrap_or_default(),
                 &PatchParams::default(),
+                &patch,
+            )
+            .await
+            .map_err(ActError::from_json_patch)?;
+        Ok(())
+    }
+
+    async fn initialize_members(&self, uid: &str, rv: &str, members: i32) -> Result<(), ActError> {
+        // `add` would replace a value another writer set since: the resourceVersion test
+        // is what makes this a first write only.
+        let patch = json_patch(json!([
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/spec/members", "value": members},
+        ]));
+        let pp = PatchParams {
+            field_manager: Some(HEALER_FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        Api::<CelldFleet>::namespaced(self.client.clone(), self.ns())
+            .patch(
+                self.fleet.metadata.name.as_deref().unwrap_or_default(),
+                &pp,
                 &patch,
             )
             .await

@@ -99,10 +99,13 @@ impl Events {
     /// named after the action, with the status message.
     pub async fn record_action(&self, fleet: &CelldFleet, plan: &Plan, action: &Action) {
         let kind = act::kind(action);
+        // The decision's own message: Progressing carries it as decided (Ready's may
+        // start with the gap to the fleet's floor, rule S4).
         let message = plan
             .status
             .conditions
-            .first()
+            .iter()
+            .find(|c| c.type_ == "Progressing")
             .map(|c| c.message.clone())
             .unwrap_or_default();
         match &plan.event {
@@ -120,6 +123,7 @@ impl Events {
                 let (warning, reason) = match action {
                     Action::AddFleetFinalizer { .. } => (false, "FinalizerAdded"),
                     Action::RemoveFleetFinalizer { .. } => (false, "FleetReleased"),
+                    Action::InitializeMembers { .. } => (false, "MembersInitialized"),
                     Action::SetReplicas { from, replicas, .. } if replicas > from => {
                         (false, "MembersAdded")
                     }

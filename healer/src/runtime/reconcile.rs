@@ -472,11 +472,15 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         ctx.memory.failures.lock().expect("failures").remove(&key);
     }
     track_application(ctx, &key, &fleet, &g, &plan);
-    // A write to the CelldFleet itself (its finalizer) moved its resourceVersion on:
-    // the status follows from the reconcile its watch event triggers.
+    // A write to the CelldFleet itself (its finalizer, its first spec.members) moved its
+    // resourceVersion on: the status follows from the reconcile its watch event triggers.
     let fleet_written = matches!(
         plan.action,
-        Some(Action::AddFleetFinalizer { .. } | Action::RemoveFleetFinalizer { .. })
+        Some(
+            Action::AddFleetFinalizer { .. }
+                | Action::RemoveFleetFinalizer { .. }
+                | Action::InitializeMembers { .. }
+        )
     );
     let status_next = if fleet_written {
         None

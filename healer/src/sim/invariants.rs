@@ -64,12 +64,15 @@ impl Sim {
             return Err(Violation(format!("{a:?} for a fleet with an invalid spec")));
         }
         // V3: a bucket scope reserved to another identity: no growth, no healing; only
-        // a handoff's resolution (abort, or finishing a committed one) and the finalizer.
+        // a handoff's resolution (abort, or finishing a committed one), the finalizer
+        // and an External fleet's first spec.members.
         let resolving = matches!(
             a,
             Action::AbortHandoff { .. }
                 | Action::ReleaseHandoff { .. }
                 | Action::AddFleetFinalizer { .. }
+                // A first spec.members (rule K6) grows nothing by itself.
+                | Action::InitializeMembers { .. }
                 | Action::DeleteClaim {
                     purpose: ClaimDeletion::Handoff { .. },
                     ..

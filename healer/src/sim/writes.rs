@@ -66,6 +66,19 @@ impl Sim {
                     self.fleet.rv = self.rv();
                 });
             }
+            Action::InitializeMembers {
+                resource_version,
+                members,
+                ..
+            } => {
+                if !holds(self, *resource_version == self.fleet.rv.to_string()) {
+                    return conflict(self, "fleet rv");
+                }
+                fate!({
+                    self.fleet.members = *members;
+                    self.fleet.rv = self.rv();
+                });
+            }
             Action::RemoveFleetFinalizer {
                 resource_version, ..
             } => {
@@ -335,6 +348,9 @@ impl Sim {
         };
         match a {
             Action::AddFleetFinalizer {
+                resource_version, ..
+            }
+            | Action::InitializeMembers {
                 resource_version, ..
             }
             | Action::RemoveFleetFinalizer {

@@ -170,6 +170,7 @@ pub(crate) fn plural(kind: &str) -> Result<&'static str> {
         "StatefulSet" => "statefulsets",
         "HTTPRoute" => "httproutes",
         "Ingress" => "ingresses",
+        "HorizontalPodAutoscaler" => "horizontalpodautoscalers",
         "Namespace" => "namespaces",
         "ServiceAccount" => "serviceaccounts",
         "ClusterRole" => "clusterroles",

@@ -508,7 +508,7 @@ pub fn ensure_label_change_detected(engine: &dyn Engine, objs: &[Value], i: usiz
 }
 
 /// The sync/diff calls are blocking subprocesses: run them off the async workers.
-fn blocking<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     tokio::task::block_in_place(f)
 }
 
@@ -593,7 +593,7 @@ pub fn external_fleet_yaml(f: &crate::FleetFile) -> Result<String> {
 /// in the reconcile before that status, so an engine asked after this compares objects
 /// the healer has stopped writing; asked earlier, it can read an object before a healer
 /// write and dry-run after it, and report a drift that is only the race.
-async fn settle(env: &crate::Env, name: &str, identity: &str, n: i32) -> Result<()> {
+pub(crate) async fn settle(env: &crate::Env, name: &str, identity: &str, n: i32) -> Result<()> {
     use std::time::Duration;
     kubesim::testing::wait_for(
         &format!("{name} at {n} replicas"),
@@ -713,9 +713,9 @@ pub trait AfterStep {
 }
 
 /// Git synced by `engine`, then the healer acts; after each action the engine reports
-/// every object in sync: growth (0 -> 4 members of a PersistentFleet, the Bucket
-/// Deployment to the External fleet's count), an External `/scale` write to 3 and the
-/// healer's growth, a later commit with the PersistentFleet at 3 synced and the
+/// every object in sync: growth (0 -> 4 members of a PersistentFleet, the healer's first
+/// `spec.members` of the External fleet and the Bucket Deployment to it), an External
+/// `/scale` write to 4 and the healer's growth, a later commit with the PersistentFleet at 3 synced and the
 /// healer's contraction 4 -> 3, a disk handoff, a force-delete, and Git rendered by an
 /// upgraded celld-gen (changed templates) synced, the healer's fields kept. Negative control: a label
 /// changed on the live StatefulSet is out of sync. `after_each` runs after each in-sync
@@ -734,25 +734,34 @@ pub async fn healer_scenario(
 
     env.healer(env.healer_options())?;
     settle(env, "alpha", &alpha.identity, 4).await?;
-    // An External fleet starts at the CRD's default count until its /scale writer acts.
-    settle(env, "ext", &ext.identity, 1).await?;
-    blocking(|| ensure_in_sync(engine, objs, "after growth by the healer (alpha 0 -> 4)"))?;
-    after_each.after(env, "growth", objs).await?;
-
-    let api: kube::Api<celld_gen::api::CelldFleet> = env.api();
-    api.patch_scale(
-        "ext",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 3}})),
-    )
-    .await
-    .context("/scale of ext to 3")?;
+    // An External fleet without spec.members gets its first count from the healer
+    // (minMembers, rule K6), so /scale answers before any writer acted.
     settle(env, "ext", &ext.identity, 3).await?;
+    let api: kube::Api<celld_gen::api::CelldFleet> = env.api();
+    let members = api.get("ext").await?.spec.members;
+    ensure!(members == Some(3), "ext's first spec.members: {members:?}");
     blocking(|| {
         ensure_in_sync(
             engine,
             objs,
-            "after an External /scale write to 3 and the healer's growth 1 -> 3",
+            "after growth by the healer (alpha 0 -> 4) and ext's first spec.members",
+        )
+    })?;
+    after_each.after(env, "growth", objs).await?;
+
+    api.patch_scale(
+        "ext",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await
+    .context("/scale of ext to 4")?;
+    settle(env, "ext", &ext.identity, 4).await?;
+    blocking(|| {
+        ensure_in_sync(
+            engine,
+            objs,
+            "after an External /scale write to 4 and the healer's growth 3 -> 4",
         )
     })?;
     after_each.after(env, "/scale", objs).await?;
@@ -886,7 +895,7 @@ async fn force_delete(
     );
     env.sim.control.start_node(&node).await?;
     settle(env, "alpha", &alpha.identity, 3).await?;
-    settle(env, "ext", &ext.identity, 3).await?;
+    settle(env, "ext", &ext.identity, 4).await?;
     eprintln!(
         "[force-delete] both fleets whole {:?} after the node stopped",
         t0.elapsed()
@@ -915,16 +924,16 @@ async fn healer_fields_survive(
     let fleets: kube::Api<celld_gen::api::CelldFleet> = env.api();
     let members = fleets.get("ext").await?.spec.members;
     ensure!(
-        members == Some(3),
-        "ext's members after the upgrade: {members:?}, the /scale writer set 3"
+        members == Some(4),
+        "ext's members after the upgrade: {members:?}, the /scale writer set 4"
     );
     ensure!(
         crate::replicas(env, "alpha").await? == Some(3)
-            && crate::replicas(env, "ext").await? == Some(3),
+            && crate::replicas(env, "ext").await? == Some(4),
         "the healer's replicas changed with the upgrade"
     );
     settle(env, "alpha", &alpha.identity, 3).await?;
-    settle(env, "ext", &ext.identity, 3).await?;
+    settle(env, "ext", &ext.identity, 4).await?;
     eprintln!("[upgrade] synced: the new label is live, replicas and ext's members kept");
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! `KUBESIM_BIN` and `CELLD_STUB_BIN` name the binaries), because a test crate cannot
 //! depend on another package's binary target.
 
+pub mod autoscaler;
 mod clocks;
 mod env;
 mod fleet;

@@ -190,3 +190,20 @@ async fn argo_prune_keeps_a_protected_fleet_running() -> Result<()> {
     .await;
     env.finish(r).await
 }
+
+/// External fleets written as the docs show (no `spec.members`), each with an HPA in Git,
+/// synced by Argo CD: the real HPA controller reads `/scale`, holds `minReplicas`, raises
+/// the fleets under load, and Argo CD reports everything in sync throughout
+/// ([`celld_e2e::autoscaler::hpa_scenario`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argocd_external_fleets_follow_a_real_hpa() -> Result<()> {
+    let test = "argocd_external_fleets_follow_a_real_hpa";
+    let Some(mut env) = Env::start("argo-hpa").await? else {
+        return Ok(());
+    };
+    let Some(engine) = argo(test, &env.cluster.kubeconfig)? else {
+        return env.finish(Ok(())).await;
+    };
+    let r = celld_e2e::autoscaler::hpa_scenario(&mut env, &engine).await;
+    env.finish(r).await
+}

@@ -108,3 +108,20 @@ async fn flux_prune_keeps_a_protected_fleet_running() -> Result<()> {
     .await;
     env.finish(r).await
 }
+
+/// External fleets written as the docs show (no `spec.members`), each with an HPA in Git,
+/// applied by Flux: the real HPA controller reads `/scale`, holds `minReplicas`, raises
+/// the fleets under load, and Flux reports everything in sync throughout
+/// ([`celld_e2e::autoscaler::hpa_scenario`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_external_fleets_follow_a_real_hpa() -> Result<()> {
+    let test = "flux_external_fleets_follow_a_real_hpa";
+    let Some(mut env) = Env::start("flux-hpa").await? else {
+        return Ok(());
+    };
+    let Some(engine) = flux(test, &env.cluster.kubeconfig)? else {
+        return env.finish(Ok(())).await;
+    };
+    let r = celld_e2e::autoscaler::hpa_scenario(&mut env, &engine).await;
+    env.finish(r).await
+}

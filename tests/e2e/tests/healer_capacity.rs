@@ -304,6 +304,91 @@ async fn automatic(env: &mut Env) -> Result<()> {
     Ok(())
 }
 
+/// A constant load that is low, yet more than one survivor could take (the survivor
+/// rule, C2): the contraction is recommended at every sample and held every time. The
+/// status reports that once and then stands still: polled every quarter second over
+/// four sample intervals, the CelldFleet's resourceVersion never moves (no status patch
+/// at all), `CapacityUncertain` stands, and `desired` (3) agrees with the reason's
+/// "shrink from 4 toward 3".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_contraction_reports_once_and_stands_still() -> Result<()> {
+    let Some(mut env) = Env::start("capacity_standing").await? else {
+        return Ok(());
+    };
+    let r = standing(&mut env).await;
+    env.finish(r).await
+}
+
+async fn standing(env: &mut Env) -> Result<()> {
+    // Low below 150m, high from 200m: 120m on every member is low, but a removed
+    // member's 120m on top of a survivor's 120m passes 200m.
+    let f = env.bucket(&env.ns, "steady", 4);
+    let file =
+        with_policy(&f, "Automatic", 2, 4).replace("cpuLowMillicores: 80", "cpuLowMillicores: 150");
+    ensure!(file.contains("cpuLowMillicores: 150"), "policy: {file}");
+    set_load(env, &f, 120).await?;
+    env.apply_fleet(&file).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 4, Duration::from_secs(120)).await?;
+    let api = env.api::<CelldFleet>();
+    let held = wait_for(
+        "the contraction held by the survivor rule (Ready reason CapacityUncertain)",
+        Duration::from_secs(300),
+        || async {
+            let fl = api.get(&f.name).await?;
+            let uncertain = fl.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.reason == "CapacityUncertain")
+            });
+            Ok(uncertain.then_some(fl))
+        },
+    )
+    .await?;
+    let st = held.status.clone().unwrap_or_default();
+    let cap = st.capacity.clone().context("status.capacity")?;
+    eprintln!(
+        "[{}] held: {:?} {}",
+        env.test, cap.desired_members, cap.message
+    );
+    let rv = held.metadata.resource_version.clone();
+    let interval = Duration::from_secs(15);
+    let t0 = std::time::Instant::now();
+    let mut polls = 0;
+    while t0.elapsed() < interval * 4 {
+        let now = api.get(&f.name).await?;
+        polls += 1;
+        let s = now.status.clone().unwrap_or_default();
+        ensure!(
+            now.metadata.resource_version == rv,
+            "poll {polls} after {:?}: the CelldFleet changed (a status patch at unchanged inputs): {:?} -> {:?}\nwas: {:?}\nnow: {:?}",
+            t0.elapsed(),
+            rv,
+            now.metadata.resource_version,
+            st,
+            s
+        );
+        let c = s.capacity.clone().context("status.capacity")?;
+        ensure!(
+            c.desired_members == Some(3) && c.message.contains("toward 3"),
+            "desired {:?} and the reason disagree: {}",
+            c.desired_members,
+            c.message
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    ensure!(
+        replicas(env, &f.name).await? == Some(4),
+        "a member was removed although the survivors could not take its load"
+    );
+    eprintln!(
+        "[{}] {polls} polls over {:?}: no status write, CapacityUncertain standing at desired 3",
+        env.test,
+        t0.elapsed()
+    );
+    Ok(())
+}
+
 /// External: a `/scale` write (what `kubectl scale` and an HPA send) drives the fleet,
 /// `/scale` reads back, and an autoscaling/v2 HPA targeting the CelldFleet is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
