@@ -79,7 +79,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
     // `--cascade=orphan`): they may still be using a disk.
     let identity = cx.fleet.identity.as_str();
     let prefix = format!("{}-", cx.fleet.name);
-    let left =
+    let left: Vec<&crate::snapshot::Pod> =
         cx.s.pods
             .iter()
             .filter(|p| {
@@ -107,15 +107,38 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
                         }
                     }
             })
-            .count();
-    if cx.workload.is_some() || left > 0 {
-        return Outcome::report(
-            "D4",
-            Reason::Deleting,
-            format!(
-                "Deleting the fleet: waiting for the workload and its {left} member Pods to go"
-            ),
+            .collect();
+    // Rule F1 for orphans: an orphaned member whose deletion its node can never finish
+    // (the node is gone or unreachable past the margin) would hold the deletion forever;
+    // it is force-deleted by the same rule as a member, and one stuck on a live node is
+    // reported the same way.
+    let orphans: Vec<&crate::snapshot::Pod> = left
+        .iter()
+        .copied()
+        .filter(|p| p.controller.is_none())
+        .collect();
+    if !orphans.is_empty()
+        && let Some(o) = force_delete::check_among(cx, &orphans)
+    {
+        return o;
+    }
+    if cx.workload.is_some() || !left.is_empty() {
+        let mut message = format!(
+            "Deleting the fleet: waiting for the workload and its {} member Pods to go",
+            left.len()
         );
+        if !orphans.is_empty() {
+            let names: Vec<&str> = orphans.iter().map(|p| p.name.as_str()).collect();
+            message.push_str(&format!(
+                " ({} orphaned by their workload: {}; delete them, the healer force-deletes one its node cannot finish)",
+                orphans.len(),
+                names.join(", ")
+            ));
+        }
+        if let Some(note) = &cx.held_note {
+            message.push_str(&format!(". {note}"));
+        }
+        return Outcome::report("D4", Reason::Deleting, message);
     }
     // Rule W6 (owned claim) in deletion: a claim of the fleet that something owns is
     // reported, not skipped: its fate is its owner's.

@@ -51,13 +51,20 @@ fn stranded(p: &Pod, cx: &Ctx) -> Result<(), (NotStranded, Option<crate::time::T
 
 /// The first member Pod due for force-deletion, if any; schedules a wake-up for the rest.
 pub(crate) fn check(cx: &mut Ctx) -> Option<Outcome> {
+    let members = cx.member_list.clone();
+    check_among(cx, &members)
+}
+
+/// Rule F1 over `pods`: the workload's members, or (in deletion, rule D4) the fleet's
+/// orphaned member Pods, which no controller finishes once their node is gone.
+pub(crate) fn check_among<'a>(cx: &mut Ctx<'a>, pods: &[&'a Pod]) -> Option<Outcome> {
     let margin = cx.cfg.force_delete_margin;
     let mut due = None;
     let mut wakes = Vec::new();
     let mut held = Vec::new();
     let mut retrying = Vec::new();
     let mut stuck = Vec::new();
-    for p in cx.member_list.iter().copied() {
+    for p in pods.iter().copied() {
         // A Pod held by a disk handoff is resolved by rules H1-H5 first.
         if p.replacement_finalizer {
             continue;

@@ -7,7 +7,7 @@ use crate::decide;
 use crate::plan::{Action, Plan};
 use crate::snapshot::*;
 use crate::testkit::*;
-use crate::time::Timestamp;
+use crate::time::{Span, Timestamp};
 
 fn plan(s: &Snapshot, now: Timestamp) -> Plan {
     decide(s, now, &Config::default())
@@ -116,6 +116,43 @@ fn d4_counts_orphaned_member_pods_as_still_running() {
     let mut orphan = member(1, WorkloadKind::StatefulSet);
     orphan.controller = None; // --cascade=orphan
     s.pods.push(orphan);
+    let p = plan(&s, T0);
+    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+}
+
+#[test]
+fn d4_force_deletes_an_orphaned_member_stranded_on_a_dead_node() {
+    // The StatefulSet was deleted with --cascade=orphan; alpha-1's Pod was deleted
+    // since, but its node is unreachable: nothing but a force delete ends it.
+    let mut s = emptied(persistent(2));
+    let mut orphan = member(1, WorkloadKind::StatefulSet);
+    orphan.controller = None;
+    orphan.deletion = Some(at(-3));
+    s.pods.push(orphan);
+    s.unreachable(1);
+    let p = plan(&s, T0);
+    assert_eq!(p.rule, "F1");
+    assert!(matches!(
+        p.action,
+        Some(Action::ForceDeletePod { ref name, .. }) if name == "alpha-1"
+    ));
+    // Within its grace and margin: D4 waits and wakes at the deadline.
+    let p = plan(&s, at(-3) + Span::secs(30));
+    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert!(p.wake_at.is_some());
+    // On a live node past its grace: stuck, not stranded; named, never force-deleted.
+    s.pod(1).node = NodeState::Ready;
+    let p = plan(&s, T0);
+    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert!(
+        message(&p).contains("orphaned by their workload: alpha-1"),
+        "{}",
+        message(&p)
+    );
+    assert!(message(&p).contains("stuck terminating"), "{}", message(&p));
+    // Not being deleted at all: the healer never deletes a running orphan itself.
+    s.pod(1).deletion = None;
+    s.unreachable(1);
     let p = plan(&s, T0);
     assert_eq!((p.action.clone(), p.rule), (None, "D4"));
 }

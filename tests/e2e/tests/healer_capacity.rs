@@ -324,7 +324,7 @@ async fn standing(env: &mut Env) -> Result<()> {
     // member's 120m on top of a survivor's 120m passes 200m.
     let f = env.bucket(&env.ns, "steady", 4);
     let file =
-        with_policy(&f, "Automatic", 2, 4).replace("cpuLowMillicores: 80", "cpuLowMillicores: 150");
+        with_policy(&f, "Automatic", 3, 4).replace("cpuLowMillicores: 80", "cpuLowMillicores: 150");
     ensure!(file.contains("cpuLowMillicores: 150"), "policy: {file}");
     set_load(env, &f, 120).await?;
     env.apply_fleet(&file).await?;

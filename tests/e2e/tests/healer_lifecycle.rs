@@ -10,6 +10,10 @@
 //! 11. A Service edited by hand: InfrastructureBlocked, no lifecycle action until Git
 //!     restores it.
 //!
+//! And rule D4 with F1 for orphans: a member orphaned by `--cascade=orphan`, deleted
+//! while its node is down, is force-deleted at the deadline, so the fleet's deletion
+//! finishes instead of waiting forever.
+//!
 //! And rules W5 and W6: a claim retention policy edited by hand to Delete holds a
 //! contraction from Git, the owners it gives the claims are reported, and nothing is
 //! deleted until Git restores Retain.
@@ -390,6 +394,104 @@ async fn deletion(env: &mut Env) -> Result<()> {
             == 4,
         "{order:?}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_on_a_dead_node_does_not_hold_deletion() -> Result<()> {
+    let Some(mut env) = Env::start("orphan-deletion").await? else {
+        return Ok(());
+    };
+    let r = orphan_deletion(&mut env).await;
+    env.finish(r).await
+}
+
+async fn orphan_deletion(env: &mut Env) -> Result<()> {
+    let f = env.persistent(&env.ns, "orphan", 3).protection(false);
+    env.apply_fleet(&f.yaml()).await?;
+    env.healer(env.healer_options())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    // The workload deleted with --cascade=orphan: the members run on, nobody's Pods.
+    env.api::<StatefulSet>()
+        .delete("orphan", &DeleteParams::orphan())
+        .await?;
+    let pods: Api<Pod> = env.api();
+    wait_for(
+        "the garbage collector orphans every member",
+        Duration::from_secs(60),
+        || async {
+            let gone = env.api::<StatefulSet>().get_opt("orphan").await?.is_none();
+            let mut orphaned = 0;
+            for n in ["orphan-0", "orphan-1", "orphan-2"] {
+                let p = pods.get(n).await?;
+                if p.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_none_or(|o| o.is_empty())
+                {
+                    orphaned += 1;
+                }
+            }
+            Ok((gone && orphaned == 3).then_some(()))
+        },
+    )
+    .await?;
+    let victim = pods.get("orphan-1").await?;
+    let node = node_of(&victim);
+    env.sim.control.stop_node(&node).await?;
+    // Someone deletes the orphans (the healer never deletes a running one itself):
+    // the others' kubelets finish; orphan-1's node never will.
+    for n in ["orphan-0", "orphan-1", "orphan-2"] {
+        pods.delete(n, &DeleteParams::default()).await?;
+    }
+    env.api::<CelldFleet>()
+        .delete("orphan", &DeleteParams::default())
+        .await?;
+    let deleting = pods
+        .get("orphan-1")
+        .await?
+        .metadata
+        .deletion_timestamp
+        .context("orphan-1 is not terminating")?;
+    let deadline = force_delete_deadline(deleting.0);
+    let ev = wait_event(
+        env,
+        "orphan",
+        "MemberForceDeleted",
+        Duration::from_secs(180),
+    )
+    .await?;
+    let at = ev.time.context("event without time")?;
+    ensure!(
+        ev.note.contains("orphan-1"),
+        "the force delete named another Pod: {}",
+        ev.note
+    );
+    ensure!(
+        at.duration_since(deadline).as_secs_f64() >= 0.0,
+        "orphan-1 was force-deleted at {at}, before its deadline {deadline}"
+    );
+    wait_for(
+        "the fleet's deletion finishes",
+        Duration::from_secs(120),
+        || async {
+            Ok(env
+                .api::<CelldFleet>()
+                .get_opt("orphan")
+                .await?
+                .is_none()
+                .then_some(()))
+        },
+    )
+    .await?;
+    let left = claims(env).await?;
+    for n in ["data-orphan-0", "data-orphan-1", "data-orphan-2"] {
+        ensure!(left.get(n).is_none_or(|c| c.2), "{n} was not deleted");
+    }
+    eprintln!(
+        "[orphan-deletion] orphan-1 force-deleted at {at} (deadline {deadline}); the deletion finished"
+    );
+    env.sim.control.start_node(&node).await?;
     Ok(())
 }
 
