@@ -20,7 +20,22 @@ pub enum Scope {
     Served,
     /// A Role (and RoleBinding) in the healer's own namespace: the leader-election lease.
     LeaseNamespace,
+    /// With `--watch-namespace` only, in each served namespace: the healer's own
+    /// RoleBinding there, by name ([`ACCESS_BINDING`], [`ACCESS_FINALIZER`]). Watching every namespace, the
+    /// healer's rights come from a ClusterRoleBinding that no namespace deletion removes.
+    ServedBinding,
 }
+
+/// The finalizer the healer keeps on its RoleBinding in a served namespace
+/// (`--watch-namespace`) while any CelldFleet lives there. A namespace deletion removes
+/// that binding with everything else, while a protected fleet and its disks stay; the
+/// way out (protection off, then the healer deletes the fleet's workload and disks in
+/// order) needs the healer's rights until the last fleet is gone.
+pub const ACCESS_FINALIZER: &str = "fleet.celld.dev/healer-access";
+
+/// The name of the healer's RoleBinding in each served namespace (`--watch-namespace`),
+/// which binds the install's served ClusterRole there and carries [`ACCESS_FINALIZER`].
+pub const ACCESS_BINDING: &str = "celld-healer-access";
 
 /// One RBAC rule: API group, resources, verbs, where, and why the healer needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +46,8 @@ pub struct Rule {
     pub resources: &'static [&'static str],
     /// Verbs.
     pub verbs: &'static [&'static str],
+    /// The objects it is limited to, by name (`resourceNames`); empty: every object.
+    pub names: &'static [&'static str],
     /// Where it is granted.
     pub scope: Scope,
     /// Why, in a few words.
@@ -54,6 +71,7 @@ pub const RULES: &[Rule] = &[
         group: "fleet.celld.dev",
         resources: &["celldfleets"],
         verbs: &["list", "watch"],
+        names: &[],
         scope: Scope::ClusterRead,
         why: "every fleet of the cluster, for the identity check (rule V2)",
     },
@@ -61,6 +79,7 @@ pub const RULES: &[Rule] = &[
         group: "fleet.celld.dev",
         resources: &["celldbucketreservations"],
         verbs: &["list", "watch"],
+        names: &[],
         scope: Scope::ClusterRead,
         why: "refuse to grow or heal a fleet whose bucket reservation names another identity",
     },
@@ -68,6 +87,7 @@ pub const RULES: &[Rule] = &[
         group: "fleet.celld.dev",
         resources: &["celldbucketreservations"],
         verbs: &["patch"],
+        names: &[],
         scope: Scope::ClusterRead,
         why: "capacity history: one annotation on the fleet's reservation (merge patch with resourceVersion)",
     },
@@ -75,6 +95,7 @@ pub const RULES: &[Rule] = &[
         group: "",
         resources: &["nodes"],
         verbs: &["list", "watch"],
+        names: &[],
         scope: Scope::ClusterRead,
         why: "each member's zone in status, from its node's zone label; whether a terminating member's node is Ready before a force delete (rule F2; a node the healer cannot read is never taken for unreachable)",
     },
@@ -82,6 +103,7 @@ pub const RULES: &[Rule] = &[
         group: "",
         resources: &["persistentvolumes"],
         verbs: &["list", "watch"],
+        names: &[],
         scope: Scope::ClusterRead,
         why: "a member's zone while its Pod is on no node: its disk's node affinity (status only)",
     },
@@ -89,6 +111,7 @@ pub const RULES: &[Rule] = &[
         group: "fleet.celld.dev",
         resources: &["celldfleets"],
         verbs: &["patch"],
+        names: &[],
         scope: Scope::Served,
         why: "add and remove the deletion finalizer; the first spec.members of an External fleet, so /scale can be served (JSON patch)",
     },
@@ -96,6 +119,7 @@ pub const RULES: &[Rule] = &[
         group: "fleet.celld.dev",
         resources: &["celldfleets/status"],
         verbs: &["patch"],
+        names: &[],
         scope: Scope::Served,
         why: "report status (merge patch)",
     },
@@ -103,6 +127,7 @@ pub const RULES: &[Rule] = &[
         group: "apps",
         resources: &["statefulsets", "deployments"],
         verbs: &["list", "watch", "patch", "delete"],
+        names: &[],
         scope: Scope::Served,
         why: "own spec.replicas by server-side apply; delete the workload when the fleet is deleted",
     },
@@ -110,6 +135,7 @@ pub const RULES: &[Rule] = &[
         group: "apps",
         resources: &["replicasets"],
         verbs: &["list", "watch"],
+        names: &[],
         scope: Scope::Served,
         why: "which Deployment controls a Pod (Pod -> ReplicaSet -> Deployment)",
     },
@@ -117,6 +143,7 @@ pub const RULES: &[Rule] = &[
         group: "",
         resources: &["pods"],
         verbs: &["list", "watch", "patch", "delete"],
+        names: &[],
         scope: Scope::Served,
         why: "observe members; disk handoff markers; guarded and force deletes",
     },
@@ -124,6 +151,7 @@ pub const RULES: &[Rule] = &[
         group: "",
         resources: &["persistentvolumeclaims"],
         verbs: &["list", "watch", "delete"],
+        names: &[],
         scope: Scope::Served,
         why: "observe disks (another fleet's at a member name too); guarded deletes",
     },
@@ -131,6 +159,7 @@ pub const RULES: &[Rule] = &[
         group: DISK_DELETER.0,
         resources: &["celldfleets/disks"],
         verbs: &[DISK_DELETER.3],
+        names: &[],
         scope: Scope::Served,
         why: "no object: the disk-protection policy lets through the claim deletions of those who hold it (DISK_DELETER)",
     },
@@ -138,6 +167,7 @@ pub const RULES: &[Rule] = &[
         group: "",
         resources: &["services"],
         verbs: &["list", "watch"],
+        names: &[],
         scope: Scope::Served,
         why: "verify the rendered Services before any lifecycle action (never written)",
     },
@@ -145,6 +175,7 @@ pub const RULES: &[Rule] = &[
         group: "metrics.k8s.io",
         resources: &["pods"],
         verbs: &["list"],
+        names: &[],
         scope: Scope::Served,
         why: "capacity policy: one list of a fleet's Pod metrics per observation",
     },
@@ -152,13 +183,23 @@ pub const RULES: &[Rule] = &[
         group: "events.k8s.io",
         resources: &["events"],
         verbs: &["create"],
+        names: &[],
         scope: Scope::Served,
         why: "record every action and every change of Blocked on the fleet",
+    },
+    Rule {
+        group: "rbac.authorization.k8s.io",
+        resources: &["rolebindings"],
+        verbs: &["list", "watch", "patch"],
+        names: &[ACCESS_BINDING],
+        scope: Scope::ServedBinding,
+        why: "keep the finalizer fleet.celld.dev/healer-access on its own RoleBinding while a fleet lives in the namespace (JSON patch with test ops)",
     },
     Rule {
         group: "coordination.k8s.io",
         resources: &["leases"],
         verbs: &["get", "create", "update"],
+        names: &[],
         scope: Scope::LeaseNamespace,
         why: "leader election: only the holder of the lease acts",
     },
@@ -166,6 +207,7 @@ pub const RULES: &[Rule] = &[
         group: "events.k8s.io",
         resources: &["events"],
         verbs: &["create"],
+        names: &[],
         scope: Scope::LeaseNamespace,
         why: "Events about the healer itself, on its Lease (permissions beyond this table)",
     },
@@ -181,11 +223,15 @@ pub fn rules_json(scopes: &[Scope]) -> Value {
     Value::Array(
         rules_in(scopes)
             .map(|r| {
-                json!({
+                let mut rule = json!({
                     "apiGroups": [r.group],
                     "resources": r.resources,
                     "verbs": r.verbs,
-                })
+                });
+                if !r.names.is_empty() {
+                    rule["resourceNames"] = json!(r.names);
+                }
+                rule
             })
             .collect(),
     )
@@ -241,7 +287,12 @@ pub fn triples_of(rules: &Value) -> Vec<Triple> {
 mod tests {
     use super::*;
 
-    const ALL: [Scope; 3] = [Scope::ClusterRead, Scope::Served, Scope::LeaseNamespace];
+    const ALL: [Scope; 4] = [
+        Scope::ClusterRead,
+        Scope::Served,
+        Scope::LeaseNamespace,
+        Scope::ServedBinding,
+    ];
 
     #[test]
     fn no_wildcards_no_secrets_no_get_on_members() {

@@ -131,18 +131,27 @@ fn cluster_scopes(o: &InstallOptions) -> &'static [rbac::Scope] {
     }
 }
 
+/// The name of the ClusterRole that the RoleBinding in each served namespace binds
+/// (`--watch-namespace`); bound nowhere cluster-wide. A ClusterRole, not a Role in each
+/// namespace, so that a namespace deletion cannot take the healer's rights there before
+/// its RoleBinding lets go (see [`rbac::ACCESS_FINALIZER`]).
+pub fn served_role_name(namespace: &str) -> String {
+    format!("{}-served-{namespace}", labels::HEALER_NAME)
+}
+
 fn role_binding(
     kind: &str,
     name: &str,
     namespace: Option<&str>,
-    role_kind: &str,
+    role: (&str, &str),
     o: &InstallOptions,
 ) -> Value {
+    let (role_kind, role_name) = role;
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": kind,
         "metadata": meta(name, namespace),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name},
         "subjects": [{"kind": "ServiceAccount", "name": labels::HEALER_NAME, "namespace": o.namespace}],
     })
 }
@@ -206,24 +215,40 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
     ));
     out.push((
         "healer/clusterrolebinding.yaml".into(),
-        role_binding("ClusterRoleBinding", &cluster_role, None, "ClusterRole", o),
+        role_binding(
+            "ClusterRoleBinding",
+            &cluster_role,
+            None,
+            ("ClusterRole", &cluster_role),
+            o,
+        ),
     ));
     // Least privilege with --watch-namespace: every write, and every read but the
-    // cluster-wide ones, is granted in the served namespaces only.
-    for served in &o.watch_namespaces {
+    // cluster-wide ones, is granted in the served namespaces only, by a RoleBinding there
+    // to one ClusterRole that is bound nowhere else.
+    if !o.watch_namespaces.is_empty() {
+        let served_role = served_role_name(ns);
         out.push((
-            format!("healer/served/{served}/role.yaml"),
+            "healer/clusterrole-served.yaml".into(),
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": meta(name, Some(served)),
-                "rules": rbac::rules_json(&[rbac::Scope::Served]),
+                "kind": "ClusterRole",
+                "metadata": meta(&served_role, None),
+                "rules": rbac::rules_json(&[rbac::Scope::Served, rbac::Scope::ServedBinding]),
             }),
         ));
-        out.push((
-            format!("healer/served/{served}/rolebinding.yaml"),
-            role_binding("RoleBinding", name, Some(served), "Role", o),
-        ));
+        for served in &o.watch_namespaces {
+            out.push((
+                format!("healer/served/{served}/rolebinding.yaml"),
+                role_binding(
+                    "RoleBinding",
+                    rbac::ACCESS_BINDING,
+                    Some(served),
+                    ("ClusterRole", &served_role),
+                    o,
+                ),
+            ));
+        }
     }
     let le = format!("{name}-leader-election");
     out.push((
@@ -237,7 +262,7 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
     ));
     out.push((
         "healer/rolebinding-leader-election.yaml".into(),
-        role_binding("RoleBinding", &le, Some(ns), "Role", o),
+        role_binding("RoleBinding", &le, Some(ns), ("Role", &le), o),
     ));
     for unit in Unit::all(o) {
         out.push((unit.file("deployment"), deployment(o, unit)));

@@ -12,7 +12,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -143,19 +143,42 @@ fn every_namespace_served_by_the_cluster_role() {
     assert_eq!(roles["celld-system"], rbac::triples(&[LeaseNamespace]));
 }
 
+/// The rules of each ClusterRole in `objs`, by name.
+fn cluster_roles(objs: &[(String, Value)]) -> BTreeMap<String, Vec<rbac::Triple>> {
+    objs.iter()
+        .filter(|(_, o)| o["kind"] == "ClusterRole")
+        .map(|(_, o)| {
+            (
+                o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                rbac::triples_of(&o["rules"]),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn served_namespaces_get_roles_and_the_cluster_role_only_reads() {
+fn served_namespaces_get_bindings_and_the_bound_cluster_role_only_reads() {
     use rbac::Scope::*;
     let o = InstallOptions {
         watch_namespaces: vec!["team-a".into(), "team-b".into()],
         ..InstallOptions::default()
     };
     let objs = objects(&o);
-    let cluster = granted(&objs, "ClusterRole");
-    assert_eq!(cluster[""], rbac::triples(&[ClusterRead]));
+    let cluster = cluster_roles(&objs);
+    let (bound, served) = (
+        cluster_role_name("celld-system"),
+        served_role_name("celld-system"),
+    );
+    assert_eq!(
+        cluster.keys().collect::<Vec<_>>(),
+        [&bound, &served],
+        "one ClusterRole bound cluster-wide, one bound in the served namespaces"
+    );
+    assert_eq!(cluster[&bound], rbac::triples(&[ClusterRead]));
+    assert_eq!(cluster[&served], rbac::triples(&[Served, ServedBinding]));
     // Read-only, but for the one cluster-wide write: the capacity history annotation on
     // the (cluster-scoped) bucket reservations.
-    for (_, resource, verb) in &cluster[""] {
+    for (_, resource, verb) in &cluster[&bound] {
         assert!(
             verb == "list"
                 || verb == "watch"
@@ -163,14 +186,30 @@ fn served_namespaces_get_roles_and_the_cluster_role_only_reads() {
             "cluster-wide {verb} on {resource}"
         );
     }
+    // The served ClusterRole is never bound cluster-wide: only by a RoleBinding in each
+    // served namespace.
+    let cluster_bindings: Vec<&Value> = objs
+        .iter()
+        .map(|(_, o)| o)
+        .filter(|o| o["kind"] == "ClusterRoleBinding")
+        .collect();
+    assert_eq!(cluster_bindings.len(), 1);
+    assert_eq!(cluster_bindings[0]["roleRef"]["name"], bound.as_str());
+    // No Role in a served namespace: a namespace deletion would take it at once.
     let roles = granted(&objs, "Role");
-    assert_eq!(
-        roles.keys().collect::<Vec<_>>(),
-        ["celld-system", "team-a", "team-b"]
-    );
-    assert_eq!(roles["team-a"], rbac::triples(&[Served]));
-    assert_eq!(roles["team-b"], rbac::triples(&[Served]));
-    // Each Role is bound to the healer's ServiceAccount in its own namespace.
+    assert_eq!(roles.keys().collect::<Vec<_>>(), ["celld-system"]);
+    // The rolebinding rule names the healer's own binding only.
+    let served_obj = objs
+        .iter()
+        .find(|(_, o)| o["kind"] == "ClusterRole" && o["metadata"]["name"] == served.as_str())
+        .map(|(_, o)| o)
+        .expect("the served ClusterRole");
+    let binding_rule = served_obj["rules"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["resources"][0] == "rolebindings"))
+        .expect("the rolebindings rule");
+    assert_eq!(binding_rule["resourceNames"], json!([rbac::ACCESS_BINDING]));
+    // Each namespace's binding gives the healer's ServiceAccount the served ClusterRole.
     let bindings: Vec<&Value> = objs
         .iter()
         .map(|(_, o)| o)
@@ -181,7 +220,9 @@ fn served_namespaces_get_roles_and_the_cluster_role_only_reads() {
             .iter()
             .find(|b| b["metadata"]["namespace"] == ns)
             .expect("a RoleBinding per served namespace");
-        assert_eq!(b["roleRef"]["kind"], "Role");
+        assert_eq!(b["metadata"]["name"], rbac::ACCESS_BINDING);
+        assert_eq!(b["roleRef"]["kind"], "ClusterRole");
+        assert_eq!(b["roleRef"]["name"], served.as_str());
         assert_eq!(b["subjects"][0]["namespace"], "celld-system");
         assert_eq!(b["subjects"][0]["name"], labels::HEALER_NAME);
     }

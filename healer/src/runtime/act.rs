@@ -173,7 +173,8 @@ fn esc(key: &str) -> String {
 /// against kube-apiserver 1.36 with a failed `test` op).
 const UNAPPLIABLE_PATCH: &str = "the server rejected our request due to an error in our request";
 
-fn json_patch(ops: Value) -> Patch<()> {
+/// A JSON patch from `ops`, a literal of ours (never input).
+pub(super) fn json_patch(ops: Value) -> Patch<()> {
     Patch::Json(serde_json::from_value::<json_patch::Patch>(ops).expect("a valid JSON patch"))
 }
 

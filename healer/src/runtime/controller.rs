@@ -104,12 +104,28 @@ impl Controller {
         ));
         let memory = Arc::new(Memory::default());
         let (forget, metrics) = (memory.clone(), s.metrics.clone());
-        let (stores, touched) = watches::open(&s.client, &s.served, &watches, move |f| {
-            forget.forget_fleet(f);
-            let key = kube::runtime::reflector::ObjectRef::from_obj(f);
-            metrics.retain_fleets(|k| *k != key);
-            metrics.blocked_fleets.set(forget.blocked_count() as i64);
-        });
+        let fleets_changed = Arc::new(tokio::sync::Notify::new());
+        let poke_access = fleets_changed.clone();
+        let (stores, touched) = watches::open(
+            &s.client,
+            &s.served,
+            &watches,
+            move |f| {
+                forget.forget_fleet(f);
+                let key = kube::runtime::reflector::ObjectRef::from_obj(f);
+                metrics.retain_fleets(|k| *k != key);
+                metrics.blocked_fleets.set(forget.blocked_count() as i64);
+            },
+            move || poke_access.notify_one(),
+        );
+        super::access::start(
+            &s.client,
+            &s.served,
+            stores.fleets.clone(),
+            stores.unreadable.clone(),
+            s.gate.clone(),
+            fleets_changed,
+        );
         tokio::spawn(stores.unreadable.clone().report(
             Events::new(s.client.clone(), &s.identity, s.metrics.clone()),
             s.metrics.clone(),

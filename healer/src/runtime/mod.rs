@@ -21,6 +21,9 @@
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
 //!   and resourceVersion preconditions.
 //! - [`leader`]: the coordination Lease; only the leader writes anything.
+//! - [`access`]: with `--watch-namespace`, the finalizer that keeps the healer's
+//!   RoleBinding in a served namespace while a fleet lives there (a namespace deletion
+//!   would take the healer's rights before its fleets' disks).
 //! - [`clocks`]: the monotonic clock and the API server's, measured from every
 //!   response (`crate::clock` says which delay is timed on which).
 //! - [`infra`]: checks the live Services against the generator's rendering.
@@ -32,6 +35,7 @@
 //!   `celld-gen install` renders).
 //! - [`cli`]: command-line flags, declared from [`celld_api::healer_flags`].
 
+pub mod access;
 pub mod act;
 pub mod capacity;
 pub mod cli;

@@ -45,7 +45,7 @@ pub fn reviewed(served: &Served, lease_namespace: &str) -> Vec<(String, Vec<Scop
             let mut v: Vec<(String, Vec<Scope>)> = nss
                 .iter()
                 .map(|ns| {
-                    let mut scopes = vec![Scope::ClusterRead, Scope::Served];
+                    let mut scopes = vec![Scope::ClusterRead, Scope::Served, Scope::ServedBinding];
                     if ns == lease_namespace {
                         scopes.push(Scope::LeaseNamespace);
                     }
@@ -178,7 +178,12 @@ mod tests {
 
     #[test]
     fn exactly_the_table_is_no_excess() {
-        let scopes = [Scope::ClusterRead, Scope::Served, Scope::LeaseNamespace];
+        let scopes = [
+            Scope::ClusterRead,
+            Scope::Served,
+            Scope::LeaseNamespace,
+            Scope::ServedBinding,
+        ];
         let rules: Vec<ResourceRule> = super::super::rbac::RULES
             .iter()
             .map(|r| rule(&[r.group], r.resources, r.verbs))
@@ -214,6 +219,10 @@ mod tests {
             ["a", "b", "celld-system"]
         );
         assert!(!r[0].1.contains(&Scope::LeaseNamespace));
+        assert!(
+            r[0].1.contains(&Scope::ServedBinding),
+            "its own RoleBinding there"
+        );
         assert_eq!(
             r[2].1,
             [Scope::ClusterRead, Scope::LeaseNamespace],

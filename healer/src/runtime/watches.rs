@@ -356,6 +356,7 @@ pub(super) fn open(
     served: &Served,
     watches: &Arc<WatchHealth>,
     fleet_deleted: impl Fn(&CelldFleet) + Send + 'static,
+    fleet_changed: impl Fn() + Send + 'static,
 ) -> (Stores, Touched) {
     let has_identity = watcher::Config::default().labels(IDENTITY);
 
@@ -380,6 +381,7 @@ pub(super) fn open(
             if let Event::Delete(f) = ev {
                 fleet_deleted(f);
             }
+            fleet_changed();
         },
     )
     .boxed();

@@ -520,49 +520,66 @@ async fn rbac(env: &Env) -> Result<()> {
 }
 
 /// The install bundle (`celld-gen install`, as a user runs it) grants exactly what the
-/// healer declares, in the right places: everything in the ClusterRole when every
-/// namespace is served; with `--watch-namespace`, only cluster-wide reads in the
-/// ClusterRole and the rest in a Role per served namespace.
+/// healer declares, in the right places, as its bindings grant it: everything in the
+/// ClusterRole when every namespace is served; with `--watch-namespace`, only
+/// cluster-wide reads bound cluster-wide, and the rest bound in each served namespace.
 #[test]
 fn install_bundle_rbac_matches_the_healer() -> Result<()> {
     use celld_healer::runtime::rbac::{Scope, Triple, triples, triples_of};
     ensure_built_generator()?;
     let bin = kubesim::testing::workspace_bin("celld-gen", "CELLD_GEN_BIN")?;
-    // (kind, namespace) -> granted triples.
-    let granted = |extra: &[&str]| -> Result<BTreeMap<(String, String), Vec<Triple>>> {
+    // Where granted ("" cluster-wide, else the namespace of a RoleBinding) -> triples.
+    let granted = |extra: &[&str]| -> Result<BTreeMap<String, Vec<Triple>>> {
         let out = std::process::Command::new(&bin)
             .args(["install", "--stdout"])
             .args(extra)
             .output()?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         ensure!(out.status.success(), "celld-gen install failed: {stderr}");
-        let mut m: BTreeMap<(String, String), Vec<Triple>> = BTreeMap::new();
-        for doc in String::from_utf8(out.stdout)?.split("\n---") {
-            let Ok(v) = serde_saphyr::from_str::<Value>(doc) else {
-                continue;
+        let docs: Vec<Value> = String::from_utf8(out.stdout)?
+            .split("\n---")
+            .filter_map(|d| serde_saphyr::from_str::<Value>(d).ok())
+            .collect();
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        // (kind, namespace, name) -> rules.
+        let roles: BTreeMap<(String, String, String), Vec<Triple>> = docs
+            .iter()
+            .filter(|v| v["kind"] == "ClusterRole" || v["kind"] == "Role")
+            .map(|v| {
+                let m = &v["metadata"];
+                (
+                    (text(&v["kind"]), text(&m["namespace"]), text(&m["name"])),
+                    triples_of(&v["rules"]),
+                )
+            })
+            .collect();
+        let mut m: BTreeMap<String, Vec<Triple>> = BTreeMap::new();
+        for b in docs
+            .iter()
+            .filter(|v| v["kind"] == "ClusterRoleBinding" || v["kind"] == "RoleBinding")
+        {
+            let ns = text(&b["metadata"]["namespace"]);
+            let r = &b["roleRef"];
+            let role_ns = if r["kind"] == "Role" {
+                ns.clone()
+            } else {
+                String::new()
             };
-            let kind = v["kind"].as_str().unwrap_or_default();
-            if kind == "ClusterRole" || kind == "Role" {
-                let ns = v["metadata"]["namespace"].as_str().unwrap_or_default();
-                let e = m.entry((kind.to_string(), ns.to_string())).or_default();
-                e.extend(triples_of(&v["rules"]));
-                e.sort();
-                e.dedup();
-            }
+            let rules = roles
+                .get(&(text(&r["kind"]), role_ns, text(&r["name"])))
+                .with_context(|| format!("a binding of a role the bundle lacks: {b}"))?;
+            let e = m.entry(ns).or_default();
+            e.extend(rules.iter().cloned());
+            e.sort();
+            e.dedup();
         }
         Ok(m)
     };
-    let key = |k: &str, ns: &str| (k.to_string(), ns.to_string());
+    let lease_ns = celld_gen::api::labels::HEALER_NAMESPACE.to_string();
     let all = granted(&[])?;
     let want: BTreeMap<_, _> = [
-        (
-            key("ClusterRole", ""),
-            triples(&[Scope::ClusterRead, Scope::Served]),
-        ),
-        (
-            key("Role", celld_gen::api::labels::HEALER_NAMESPACE),
-            triples(&[Scope::LeaseNamespace]),
-        ),
+        (String::new(), triples(&[Scope::ClusterRead, Scope::Served])),
+        (lease_ns.clone(), triples(&[Scope::LeaseNamespace])),
     ]
     .into();
     ensure!(
@@ -570,14 +587,12 @@ fn install_bundle_rbac_matches_the_healer() -> Result<()> {
         "every namespace: rendered {all:#?}\nwanted {want:#?}"
     );
     let some = granted(&["--watch-namespace", "team-b,team-a"])?;
+    let served = triples(&[Scope::Served, Scope::ServedBinding]);
     let want: BTreeMap<_, _> = [
-        (key("ClusterRole", ""), triples(&[Scope::ClusterRead])),
-        (
-            key("Role", celld_gen::api::labels::HEALER_NAMESPACE),
-            triples(&[Scope::LeaseNamespace]),
-        ),
-        (key("Role", "team-a"), triples(&[Scope::Served])),
-        (key("Role", "team-b"), triples(&[Scope::Served])),
+        (String::new(), triples(&[Scope::ClusterRead])),
+        (lease_ns, triples(&[Scope::LeaseNamespace])),
+        ("team-a".to_string(), served.clone()),
+        ("team-b".to_string(), served),
     ]
     .into();
     ensure!(

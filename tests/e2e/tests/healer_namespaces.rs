@@ -1,11 +1,16 @@
 //! Healer end-to-end: a healer installed with `celld-gen install --watch-namespace a,b`
-//! serves those two namespaces with exactly the RBAC the bundle renders (a Role per
-//! served namespace, a read-only ClusterRole) and writes nowhere else.
+//! serves those two namespaces with exactly the RBAC the bundle renders (a RoleBinding
+//! per served namespace to the served ClusterRole, a read-only ClusterRole) and writes
+//! nowhere else.
 //!
-//! Its own install (ServiceAccount, ClusterRole, Roles, and the admission policies with
+//! Its own install (ServiceAccount, ClusterRoles, bindings, and the admission policies with
 //! its own start-at-zero binding) sits beside the shared one that every other test uses:
 //! the cluster-scoped names must not clash, and applying it must take nothing from the
 //! first install (its disk deletions pass the same disk-protection policy).
+//!
+//! Then a served namespace is deleted while a protected fleet lives there: the healer's
+//! RoleBinding holds (its access finalizer), so turning protection off still lets the
+//! healer delete the fleet's workload and disks in order, and the namespace goes.
 
 use std::time::Duration;
 
@@ -13,8 +18,11 @@ use anyhow::{Context, Result, ensure};
 use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::IDENTITY;
+use celld_gen::api::rbac::{ACCESS_BINDING, ACCESS_FINALIZER};
+use celld_gen::install::admission::FLEET_POLICY;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
@@ -56,7 +64,7 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
     // 1. The second install's RBAC, exactly as `celld-gen install` renders it.
     let watch = format!("{a},{b}");
     let bundle = install_bundle_with(&["--namespace", &inst, "--watch-namespace", &watch])?;
-    let mut roles = 0;
+    let (mut roles, mut bindings) = (0, 0);
     for o in bundle.iter().filter(|o| {
         matches!(
             o["kind"].as_str(),
@@ -84,11 +92,13 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
             ));
         } else if kind == "Role" {
             roles += 1;
+        } else if kind == "RoleBinding" {
+            bindings += 1;
         }
     }
     ensure!(
-        roles == 3,
-        "expected a Role in {a}, {b} and the lease Role: {roles}"
+        roles == 1 && bindings == 3,
+        "expected the lease Role, and a RoleBinding in {a}, {b} and for the lease: {roles} Roles, {bindings} RoleBindings"
     );
     let kubeconfig = env.dir.join("served.kubeconfig");
     write_sa_kubeconfig(&env.cluster, &inst, HEALER_SA, &kubeconfig).await?;
@@ -249,5 +259,82 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
     ensure!(env.h(h).http_status("/readyz").await? == 200);
     eprintln!("[namespaces] beta deleted with its workload and claims by the Role-bound healer");
 
+    // 6. The served namespace deleted while a protected fleet lives there. Its
+    //    RoleBinding goes with the namespace like everything else, but it holds (the
+    //    healer's finalizer while a fleet lives there), so the way out still works:
+    //    protection off, and the healer deletes the fleet's workload and disks in order
+    //    with its rights there; then it lets the binding go and the namespace is gone.
+    let gamma = env.persistent(&a, "gamma", 3);
+    env.apply_fleet(&gamma.yaml()).await?;
+    wait_ready_members(env, &gamma.identity, 3, Duration::from_secs(150)).await?;
+    let bindings_a: Api<RoleBinding> = Api::namespaced(env.client.clone(), &a);
+    let holds = |b: &RoleBinding| {
+        b.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == ACCESS_FINALIZER)
+    };
+    wait_for(
+        "the healer's RoleBinding holds while gamma lives",
+        Duration::from_secs(30),
+        || async { Ok(holds(&bindings_a.get(ACCESS_BINDING).await?).then_some(())) },
+    )
+    .await?;
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    namespaces.delete(&a, &DeleteParams::default()).await?;
+    wait_for(
+        "the namespace controller reports the refused fleet deletion",
+        Duration::from_secs(90),
+        || async {
+            let ns = namespaces.get(&a).await?;
+            Ok(ns
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .any(|c| {
+                    c.type_ == "NamespaceDeletionContentFailure"
+                        && c.message.is_some_and(|m| m.contains(FLEET_POLICY))
+                })
+                .then_some(()))
+        },
+    )
+    .await?;
+    let binding = bindings_a
+        .get_opt(ACCESS_BINDING)
+        .await?
+        .context("the healer's RoleBinding is gone while gamma lives")?;
+    ensure!(
+        binding.metadata.deletion_timestamp.is_some() && holds(&binding),
+        "the namespace deletion did not reach the binding, or it does not hold: {:?}",
+        binding.metadata
+    );
+    let t0 = std::time::Instant::now();
+    Api::<CelldFleet>::namespaced(env.client.clone(), &a)
+        .patch(
+            "gamma",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"deletionProtection": false}})),
+        )
+        .await?;
+    wait_for(
+        "the namespace to be gone",
+        Duration::from_secs(180),
+        || async { Ok(namespaces.get_opt(&a).await?.is_none().then_some(())) },
+    )
+    .await?;
+    // Unmarked, the disks could only go through the healer, under the binding's rights.
+    let log = env.h(h).log_text();
+    for n in 0..3 {
+        ensure!(
+            log.contains(&format!("DeleteClaim {{ name: \"data-gamma-{n}\"")),
+            "the healer did not delete data-gamma-{n}"
+        );
+    }
+    eprintln!(
+        "[namespaces] {a} deleted with protected gamma: the RoleBinding held; protection off: gamma's workload and disks deleted by the healer, binding released, namespace gone {:?} later",
+        t0.elapsed()
+    );
     Ok(())
 }
