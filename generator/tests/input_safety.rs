@@ -173,9 +173,17 @@ fn render_refuses_zero_fleets_unless_allow_empty() {
     assert!(dir.path().join("deploy/kustomization.yaml").is_file());
 }
 
+/// An example fleet file with deletion protection off.
+fn unprotected(name: &str) -> String {
+    format!("{}  deletionProtection: false\n", example(name))
+}
+
 #[test]
 fn removing_a_fleet_folder_needs_allow_removal() {
     let dir = workspace();
+    for f in ["persistent.yaml", "bucket-deployment.yaml"] {
+        fs::write(dir.path().join("fleets").join(f), unprotected(f)).unwrap();
+    }
     let out = run_in(dir.path(), &["render", "fleets", "-o", "deploy"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let before = fs::read_to_string(dir.path().join("deploy/kustomization.yaml")).unwrap();
@@ -234,7 +242,7 @@ fn removing_a_fleet_folder_needs_allow_removal() {
 
     fs::write(
         dir.path().join("fleets/persistent.yaml"),
-        example("persistent.yaml"),
+        unprotected("persistent.yaml"),
     )
     .unwrap();
     let out = run_in(
@@ -243,6 +251,92 @@ fn removing_a_fleet_folder_needs_allow_removal() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!dir.path().join("deploy/shop").exists());
+}
+
+/// A fleet whose last render has deletion protection on is never removed from the
+/// output, not even with --allow-removal: `render`, `diff` and `check` name the safe
+/// order, and once protection off is rendered (and synced), the removal goes through.
+#[test]
+fn removing_a_protected_fleet_needs_protection_off_first() {
+    let dir = workspace();
+    let out = run_in(dir.path(), &["render", "fleets", "-o", "deploy"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let before = fs::read_to_string(dir.path().join("deploy/kustomization.yaml")).unwrap();
+    fs::remove_file(dir.path().join("fleets/bucket-deployment.yaml")).unwrap();
+    for allow in [false, true] {
+        let mut args = vec!["render", "fleets", "-o", "deploy"];
+        if allow {
+            args.push("--allow-removal");
+        }
+        let out = run_in(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "--allow-removal {allow}");
+        let e = text(&out.stderr);
+        assert!(
+            e.contains("render would remove 1 fleet folder from deploy with deletion protection on in their last render: shop/bucket-deployment")
+                && e.contains("set `deletionProtection: false` in its file, render, and let Argo CD or Flux sync that first; then remove the file")
+                && e.contains("nothing was written"),
+            "{e}"
+        );
+        assert_eq!(
+            fs::read_to_string(dir.path().join("deploy/kustomization.yaml")).unwrap(),
+            before
+        );
+    }
+    let out = run_in(
+        dir.path(),
+        &["diff", "fleets", "-o", "deploy", "--allow-removal"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("danger: shop/bucket-deployment: spec.deletionProtection: deleted while its deletion protection is on")
+            && e.contains("with deletion protection on in their last render"),
+        "{e}"
+    );
+    let out = run_in(
+        dir.path(),
+        &["check", "fleets", "--against", "deploy", "--allow-removal"],
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("shop/bucket-deployment: spec.deletionProtection: deleted while its deletion protection is on"),
+        "{said}"
+    );
+
+    // The safe order: protection off, rendered (and synced), then the removal.
+    fs::write(
+        dir.path().join("fleets/bucket-deployment.yaml"),
+        unprotected("bucket-deployment.yaml"),
+    )
+    .unwrap();
+    let out = run_in(dir.path(), &["render", "fleets", "-o", "deploy"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    fs::remove_file(dir.path().join("fleets/bucket-deployment.yaml")).unwrap();
+    let out = run_in(
+        dir.path(),
+        &["render", "fleets", "-o", "deploy", "--allow-removal"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.path().join("deploy/shop").exists());
+
+    // A folder whose last render cannot be read is taken as protected.
+    fs::create_dir_all(dir.path().join("deploy/ops/lost")).unwrap();
+    fs::write(
+        dir.path().join("deploy/ops/lost/celldfleet.yaml"),
+        "not: [a fleet",
+    )
+    .unwrap();
+    let out = run_in(
+        dir.path(),
+        &["render", "fleets", "-o", "deploy", "--allow-removal"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ops/lost"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -527,7 +621,8 @@ fn diff_format_json_lists_changes_and_findings() {
         v["refused"].as_str().unwrap().contains("ledger/persistent"),
         "{v}"
     );
-    assert_eq!(v["findings"][0]["kind"], "deleted");
+    // The example keeps deletion protection on (its default).
+    assert_eq!(v["findings"][0]["kind"], "deleted-while-protected");
 }
 
 fn check_text(name: &str, contents: &[u8]) -> String {

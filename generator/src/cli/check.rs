@@ -50,10 +50,12 @@ pub struct CheckArgs {
     pub format: Format,
     /// Compare with DIR, an existing render output (e.g. the committed deploy/): a change
     /// the cluster refuses (identity, profile, storage, placement), a renamed fleet or a
-    /// replaced workload is a problem, and so is a deleted fleet unless --allow-removal.
+    /// replaced workload is a problem, and so is a deleted fleet unless --allow-removal
+    /// (a deleted fleet whose last render has deletion protection on always is).
     #[arg(long, value_name = "DIR")]
     pub against: Option<PathBuf>,
-    /// With --against: fleets deleted on purpose are not a problem.
+    /// With --against: fleets deleted on purpose are not a problem (unless their last
+    /// render has deletion protection on: turn it off and sync first).
     #[arg(long, requires = "against")]
     pub allow_removal: bool,
     /// Pass when no fleet is found (otherwise a mistyped path would pass unnoticed).

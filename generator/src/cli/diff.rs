@@ -27,7 +27,8 @@ Dangerous edits are named on stderr (in the `findings` of --format json): a chan
 cluster refuses (identity, profile, storage, placement: the sync fails), a fleet renamed
 (a new fleet and a deleted one), a workload replaced, each with what to do instead.
 Like render, diff refuses (exit 2) when fleet folders would leave DIR, unless
---allow-removal, and when no fleet is found, unless --allow-empty.
+--allow-removal (never for a fleet whose last render has deletion protection on), and
+when no fleet is found, unless --allow-empty.
 
 Exit status: 0 when DIR is up to date, 1 when render would change it, 2 when the fleets
 are invalid, DIR cannot be read, or render would refuse.";

@@ -21,7 +21,9 @@ Examples:
 
 Safety: render refuses (exit 1, nothing written) to remove a fleet folder from DIR unless
 --allow-removal, and to render zero fleets unless --allow-empty; behind Argo CD or Flux
-with pruning, a folder gone from Git is a fleet deleted. DIR itself, and any folder of
+with pruning, a folder gone from Git is a fleet deleted. A fleet whose last render in DIR
+has deletion protection on is never removed, not even with --allow-removal: render
+deletionProtection: false and sync it first. DIR itself, and any folder of
 celld-gen output below the inputs, is never read as input. Edits the cluster cannot take
 (identity, profile, storage, placement, a renamed fleet) are reported as warnings; see
 `celld-gen check --against DIR`.

@@ -24,6 +24,9 @@ use crate::load::LoadedFleet;
 pub enum FindingKind {
     /// A fleet folder would go: the fleet is deleted by a pruning sync.
     Deleted,
+    /// A fleet folder would go while its last render has deletion protection on: never
+    /// allowed, not even with `--allow-removal` (see [`REMOVE_IN_ORDER`]).
+    DeletedWhileProtected,
     /// The same identity under a new namespace or name: a new fleet and a deleted one.
     Renamed,
     /// A field fixed at creation changed: the API server refuses it, the sync fails.
@@ -148,6 +151,14 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// The safe order for removing a protected fleet from Git.
+pub const REMOVE_IN_ORDER: &str = "remove a protected fleet in order: set `deletionProtection: false` in its file, render, and let Argo CD or Flux sync that first; then remove the file and render with --allow-removal";
+
+/// Whether the fleet of a render output is protected from deletion (absent is on).
+pub fn protected(fleet: &CelldFleet) -> bool {
+    fleet.spec.deletion_protection != Some(false)
+}
+
 const NEW_FLEET_INSTEAD: &str = "revert the change; to move to new values, add a new fleet (`celld-gen init`: new name, identity and bucket or prefix), move clients to it, then delete this one (deletionProtection: false, sync, then remove its file)";
 
 /// Every dangerous edit from `old` (a render output's fleets) to `new`.
@@ -176,6 +187,14 @@ pub fn findings(
                         folder(&moved.fleet)
                     ),
                     instead: "a fleet cannot be renamed or moved to another namespace: keep its namespace and name; for a fleet under another name, add a new fleet with `celld-gen init` (new identity and bucket or prefix)".to_owned(),
+                }),
+                None if protected(was) => out.push(Finding {
+                    fleet: name.clone(),
+                    file: old_file.clone(),
+                    kind: FindingKind::DeletedWhileProtected,
+                    field: "spec.deletionProtection".to_owned(),
+                    message: "deleted while its deletion protection is on: the admission policy keeps the CelldFleet and its disks, so the removal does nothing but leave the fleet out of Git".to_owned(),
+                    instead: format!("restore the fleet file; to delete the fleet, {REMOVE_IN_ORDER}"),
                 }),
                 None => out.push(Finding {
                     fleet: name.clone(),

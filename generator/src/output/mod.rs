@@ -68,6 +68,22 @@ pub enum GuardError {
         /// The fleet folders (`<namespace>/<name>`) that would go, sorted.
         folders: Vec<String>,
     },
+    /// Fleet folders would go whose last render has deletion protection on (or cannot
+    /// be read): refused even with `--allow-removal`.
+    #[error(
+        "render would remove {} from {} with deletion protection on in their last render: {}. Their CelldFleets and disks stay (the admission policy keeps them), so the removal only takes the fleets out of Git. Restore the fleet files, or {}",
+        plural_folders(.folders.len()),
+        .dir.display(),
+        .folders.join(", "),
+        dangerous::REMOVE_IN_ORDER
+    )]
+    ProtectedRemoval {
+        /// The output directory.
+        dir: PathBuf,
+        /// The fleet folders (`<namespace>/<name>`) that would go, sorted; one whose
+        /// `celldfleet.yaml` cannot be read is taken as protected.
+        folders: Vec<String>,
+    },
     /// The output directory cannot be read.
     #[error("reading {path}: {source}")]
     Io {
@@ -110,7 +126,7 @@ pub struct Allow {
 }
 
 /// Refuses a render of zero fleets, and one that would remove fleet folders from `dir`,
-/// unless allowed.
+/// unless allowed; one that would remove a protected fleet's folder always.
 pub fn guard(
     dir: Option<&Path>,
     bundle: &Bundle,
@@ -145,9 +161,6 @@ pub fn guard(
     let Some(dir) = dir else {
         return Ok(());
     };
-    if allow.removal {
-        return Ok(());
-    }
     let existing = fleet_folders(dir).map_err(|source| GuardError::Io {
         path: dir.to_path_buf(),
         source,
@@ -156,13 +169,31 @@ pub fn guard(
         bundle.fleets.iter().map(|f| f.folder()).collect();
     let folders: Vec<String> = existing.difference(&kept).cloned().collect();
     if folders.is_empty() {
-        Ok(())
-    } else {
-        Err(GuardError::WouldRemove {
-            dir: dir.to_path_buf(),
-            folders,
-        })
+        return Ok(());
     }
+    let rendered = dangerous::rendered_fleets(dir);
+    let protected: Vec<String> = folders
+        .iter()
+        .filter(|f| {
+            rendered
+                .get(*f)
+                .is_none_or(|(_, fleet)| dangerous::protected(fleet))
+        })
+        .cloned()
+        .collect();
+    if !protected.is_empty() {
+        return Err(GuardError::ProtectedRemoval {
+            dir: dir.to_path_buf(),
+            folders: protected,
+        });
+    }
+    if allow.removal {
+        return Ok(());
+    }
+    Err(GuardError::WouldRemove {
+        dir: dir.to_path_buf(),
+        folders,
+    })
 }
 
 /// What [`write_tree`] did.
