@@ -131,13 +131,17 @@ fn cluster_scopes(o: &InstallOptions) -> &'static [rbac::Scope] {
     }
 }
 
-/// The name of the ClusterRole that the RoleBinding in each served namespace binds
+/// The ClusterRole that the RoleBinding in each served namespace binds
 /// (`--watch-namespace`); bound nowhere cluster-wide. A ClusterRole, not a Role in each
 /// namespace, so that a namespace deletion cannot take the healer's rights there before
 /// its RoleBinding lets go (see [`rbac::ACCESS_FINALIZER`]).
-pub fn served_role_name(namespace: &str) -> String {
-    format!("{}-served-{namespace}", labels::HEALER_NAME)
-}
+///
+/// One object shared by every install, like the admission policies: each renders it
+/// identically from the RBAC table, it grants nothing until bound, and so a namespace
+/// moved from one install to another changes only its binding's subject (a binding's
+/// `roleRef` cannot change). Never pruned, so removing one install from Git leaves the
+/// others' rights.
+pub const SERVED_ROLE: &str = "celld-healer-served";
 
 fn role_binding(
     kind: &str,
@@ -227,16 +231,15 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
     // cluster-wide ones, is granted in the served namespaces only, by a RoleBinding there
     // to one ClusterRole that is bound nowhere else.
     if !o.watch_namespaces.is_empty() {
-        let served_role = served_role_name(ns);
-        out.push((
-            "healer/clusterrole-served.yaml".into(),
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": meta(&served_role, None),
-                "rules": rbac::rules_json(&[rbac::Scope::Served, rbac::Scope::ServedBinding]),
-            }),
-        ));
+        let served_role = SERVED_ROLE;
+        let mut role = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": meta(served_role, None),
+            "rules": rbac::rules_json(&[rbac::Scope::Served, rbac::Scope::ServedBinding]),
+        });
+        role["metadata"]["annotations"] = never_pruned();
+        out.push(("healer/clusterrole-served.yaml".into(), role));
         for served in &o.watch_namespaces {
             out.push((
                 format!("healer/served/{served}/rolebinding.yaml"),
@@ -244,7 +247,7 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
                     "RoleBinding",
                     rbac::ACCESS_BINDING,
                     Some(served),
-                    ("ClusterRole", &served_role),
+                    ("ClusterRole", served_role),
                     o,
                 ),
             ));

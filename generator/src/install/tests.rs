@@ -165,10 +165,7 @@ fn served_namespaces_get_bindings_and_the_bound_cluster_role_only_reads() {
     };
     let objs = objects(&o);
     let cluster = cluster_roles(&objs);
-    let (bound, served) = (
-        cluster_role_name("celld-system"),
-        served_role_name("celld-system"),
-    );
+    let (bound, served) = (cluster_role_name("celld-system"), SERVED_ROLE.to_string());
     assert_eq!(
         cluster.keys().collect::<Vec<_>>(),
         [&bound, &served],
@@ -250,6 +247,27 @@ fn two_installs_never_share_cluster_scoped_rbac() {
     let b = names("celld-team-b");
     assert_eq!(a.len(), 2);
     assert!(a.iter().all(|n| !b.contains(n)), "{a:?} {b:?}");
+    // With --watch-namespace, the served ClusterRole is the one shared object: rendered
+    // alike by every install, never pruned.
+    let served = |ns: &str| -> Vec<Value> {
+        objects(&InstallOptions {
+            namespace: ns.into(),
+            watch_namespaces: vec!["apps".into()],
+            ..InstallOptions::default()
+        })
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == "ClusterRole" && o["metadata"]["name"] == SERVED_ROLE)
+        .map(|(_, o)| o)
+        .collect()
+    };
+    let (x, y) = (served("celld-system"), served("celld-team-b"));
+    assert_eq!(x.len(), 1);
+    assert_eq!(x, y, "the served ClusterRole differs between installs");
+    assert!(
+        x[0]["metadata"]["annotations"][labels::ARGOCD_SYNC_OPTIONS]
+            .as_str()
+            .is_some_and(|s| s.contains("Prune=false"))
+    );
 }
 
 #[test]

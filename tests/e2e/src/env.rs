@@ -342,6 +342,25 @@ impl Env {
                     .await;
             }
         }
+        // The healer's access finalizer (--watch-namespace) on its RoleBinding waits for
+        // fleets a stopped healer no longer releases.
+        let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+            Api::namespaced(self.client.clone(), ns);
+        for b in bindings.list(&ListParams::default()).await? {
+            if b.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+            {
+                let _ = bindings
+                    .patch(
+                        &b.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                    )
+                    .await;
+            }
+        }
         // A namespace whose deletion was refused for a while is retried by the namespace
         // controller with a back-off of up to a minute.
         kubesim::testing::delete_namespace(&self.client, ns, Duration::from_secs(90)).await

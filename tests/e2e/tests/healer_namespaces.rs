@@ -19,6 +19,7 @@ use celld_e2e::*;
 use celld_gen::api::CelldFleet;
 use celld_gen::api::labels::IDENTITY;
 use celld_gen::api::rbac::{ACCESS_BINDING, ACCESS_FINALIZER};
+use celld_gen::install::SERVED_ROLE;
 use celld_gen::install::admission::FLEET_POLICY;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
@@ -85,7 +86,11 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
         let kind = o["kind"].as_str().unwrap_or_default().to_string();
         // Cluster-scoped objects only this install made (its RBAC and its own
         // start-at-zero binding; the policies are the shared install's, unchanged).
-        if kind.starts_with("Cluster") || kind == "MutatingAdmissionPolicyBinding" {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        // The served ClusterRole is every install's (and grants nothing unbound): kept.
+        if (kind.starts_with("Cluster") && name != SERVED_ROLE)
+            || kind == "MutatingAdmissionPolicyBinding"
+        {
             installed.push((
                 kind,
                 o["metadata"]["name"].as_str().unwrap_or_default().into(),

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use celld_e2e::*;
 use celld_gen::api::labels::HEALER_NAMESPACE;
+use celld_gen::install::SERVED_ROLE;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,8 +102,9 @@ async fn matrix(env: &mut Env, cluster_scoped: &mut Vec<(String, String)>) -> Re
             apply(&env.client, o, SETUP, false).await?;
             let kind = o["kind"].as_str().unwrap_or_default();
             let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            // The shared install's own objects stay; a case's own ClusterRole goes.
-            if kind.starts_with("Cluster") && ns != HEALER_NAMESPACE {
+            // The shared install's own objects stay; a case's own ClusterRole goes (the
+            // served ClusterRole is every install's, and grants nothing unbound).
+            if kind.starts_with("Cluster") && ns != HEALER_NAMESPACE && name != SERVED_ROLE {
                 cluster_scoped.push((kind.to_string(), name.to_string()));
             }
         }
