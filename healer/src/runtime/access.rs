@@ -17,7 +17,7 @@
 //! Not a rule of `decide`: the finalizer destroys nothing and protects nothing of a
 //! fleet; it only keeps the healer able to finish what the rules decide.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,8 +148,9 @@ impl Access {
         loop {
             let mut again = None;
             if self.gate.may_act() {
+                let lived = self.namespaces_with_fleets();
                 for ns in self.bindings.keys() {
-                    if let Err(e) = self.keep(ns).await {
+                    if let Err(e) = self.keep(ns, lived.contains(ns.as_str())).await {
                         warn!(namespace = %ns, error = %e, "could not keep the healer's access finalizer on its RoleBinding; trying again");
                         again = Some(RETRY);
                     }
@@ -170,16 +171,20 @@ impl Access {
         }
     }
 
-    /// Whether a CelldFleet of `ns` is in the caches, readable or not.
-    fn fleets_in(&self, ns: &str) -> bool {
+    /// The namespaces where the caches hold a CelldFleet, readable or not (one pass over
+    /// the fleet cache per wake, whatever the number of namespaces).
+    fn namespaces_with_fleets(&self) -> BTreeSet<String> {
         self.fleets
             .state()
             .iter()
-            .any(|f| f.metadata.namespace.as_deref() == Some(ns))
-            || self.unreadable.entries().iter().any(|e| e.namespace == ns)
+            .filter_map(|f| f.metadata.namespace.clone())
+            .chain(self.unreadable.entries().into_iter().map(|e| e.namespace))
+            .collect()
     }
 
-    async fn keep(&self, ns: &str) -> Result<(), kube::Error> {
+    /// Keeps the finalizer of the binding in `ns`, where fleets do (`fleets`) or do not
+    /// live by the caches.
+    async fn keep(&self, ns: &str, fleets: bool) -> Result<(), kube::Error> {
         let Some(binding) = self
             .bindings
             .get(ns)
@@ -187,7 +192,7 @@ impl Access {
         else {
             return Ok(());
         };
-        let Some(change) = change(&binding.metadata, self.fleets_in(ns)) else {
+        let Some(change) = change(&binding.metadata, fleets) else {
             return Ok(());
         };
         if change == Change::Remove {
@@ -235,7 +240,7 @@ mod tests {
             name: Some(ACCESS_BINDING.into()),
             finalizers: (!finalizers.is_empty())
                 .then(|| finalizers.iter().map(|f| f.to_string()).collect()),
-            deletion_timestamp: deleting.then(|| Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: deleting.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
             ..ObjectMeta::default()
         }
     }
