@@ -108,7 +108,7 @@ pub(super) fn start(
         let (store, writer) = reflector::store();
         // One object, by name: the install grants list and watch on it alone.
         let config = watcher::Config::default().fields(&format!("metadata.name={ACCESS_BINDING}"));
-        let (wake, namespace) = (wake.clone(), ns.clone());
+        let (wake, namespace, logged) = (wake.clone(), ns.clone(), ns.clone());
         streams.push(
             watcher(
                 Api::<PartialObjectMeta<RoleBinding>>::namespaced(client.clone(), ns),
@@ -116,10 +116,20 @@ pub(super) fn start(
             )
                 .default_backoff()
                 .reflect(writer)
+                // Forbidden: the healer's rights here do not come from the access binding
+                // (a cluster-wide role, or the binding is gone with its namespace). Then
+                // there is nothing to keep, and retrying would send a request a second.
+                .take_while(move |ev| {
+                    let go_on = !ev.as_ref().is_err_and(forbidden);
+                    if !go_on {
+                        info!(namespace = %namespace, "the healer may not read its RoleBinding here: its rights do not come from it, so its access finalizer is not kept in this namespace");
+                    }
+                    std::future::ready(go_on)
+                })
                 .map(move |ev| match ev {
                     Ok(_) => wake.notify_one(),
                     Err(e) => warn!(
-                        namespace = %namespace,
+                        namespace = %logged,
                         error = %e,
                         "watch of the healer's RoleBinding failed: its finalizer is not kept up to date until it recovers"
                     ),
@@ -140,6 +150,18 @@ pub(super) fn start(
         }
         .run(),
     );
+}
+
+/// Whether a watch error is the API server's 403: not permitted at all, not a passing
+/// failure.
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
 }
 
 impl Access {
