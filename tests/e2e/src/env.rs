@@ -325,42 +325,15 @@ impl Env {
                 .delete(&r, &DeleteParams::default())
                 .await;
         }
-        // Held Pods would keep the namespace alive.
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        for p in pods.list(&ListParams::default()).await? {
-            if p.metadata
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| !f.is_empty())
-            {
-                let _ = pods
-                    .patch(
-                        &p.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-                    )
-                    .await;
-            }
-        }
-        // The healer's access finalizer (--watch-namespace) on its RoleBinding waits for
-        // fleets a stopped healer no longer releases.
-        let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
-            Api::namespaced(self.client.clone(), ns);
-        for b in bindings.list(&ListParams::default()).await? {
-            if b.metadata
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| !f.is_empty())
-            {
-                let _ = bindings
-                    .patch(
-                        &b.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-                    )
-                    .await;
-            }
-        }
+        // Held Pods would keep the namespace alive, and so would the healer's access
+        // finalizer (--watch-namespace) on its RoleBinding, which waits for fleets a
+        // stopped healer no longer releases.
+        release_finalizers(&Api::<Pod>::namespaced(self.client.clone(), ns)).await?;
+        release_finalizers(&Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(
+            self.client.clone(),
+            ns,
+        ))
+        .await?;
         // A namespace whose deletion was refused for a while is retried by the namespace
         // controller with a back-off of up to a minute.
         kubesim::testing::delete_namespace(&self.client, ns, Duration::from_secs(90)).await
@@ -596,5 +569,24 @@ pub async fn allow_claim_deletion(claims: &Api<PersistentVolumeClaim>, name: &st
         )
         .await
         .with_context(|| format!("marking claim {name} deletable"))?;
+    Ok(())
+}
+
+/// Removes every finalizer of the objects `api` lists (test cleanup, no healer running).
+async fn release_finalizers<K>(api: &Api<K>) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for o in api.list(&ListParams::default()).await? {
+        if o.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            let _ = api
+                .patch(
+                    &o.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await;
+        }
+    }
     Ok(())
 }

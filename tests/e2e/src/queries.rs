@@ -385,3 +385,32 @@ pub async fn wait_evicted_then_force_deleted(
     let ev = wait_event(env, fleet, "MemberForceDeleted", Duration::from_secs(60)).await?;
     Ok((deleting.0, deadline, ev))
 }
+
+/// After a namespace deletion began: waits until the namespace controller reports that a
+/// deletion in it was refused by `policy` (its `NamespaceDeletionContentFailure`).
+pub async fn wait_namespace_deletion_refused(
+    client: &kube::Client,
+    namespace: &str,
+    policy: &str,
+) -> Result<()> {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    wait_for(
+        &format!("the namespace controller to report a deletion refused by {policy}"),
+        Duration::from_secs(90),
+        || async {
+            let ns = namespaces.get(namespace).await?;
+            Ok(ns
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .any(|c| {
+                    c.type_ == "NamespaceDeletionContentFailure"
+                        && c.message.is_some_and(|m| m.contains(policy))
+                })
+                .then_some(()))
+        },
+    )
+    .await
+}

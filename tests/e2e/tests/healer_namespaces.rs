@@ -288,24 +288,7 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
     .await?;
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
     namespaces.delete(&a, &DeleteParams::default()).await?;
-    wait_for(
-        "the namespace controller reports the refused fleet deletion",
-        Duration::from_secs(90),
-        || async {
-            let ns = namespaces.get(&a).await?;
-            Ok(ns
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .any(|c| {
-                    c.type_ == "NamespaceDeletionContentFailure"
-                        && c.message.is_some_and(|m| m.contains(FLEET_POLICY))
-                })
-                .then_some(()))
-        },
-    )
-    .await?;
+    wait_namespace_deletion_refused(&env.client, &a, FLEET_POLICY).await?;
     let binding = bindings_a
         .get_opt(ACCESS_BINDING)
         .await?

@@ -462,24 +462,7 @@ async fn namespace_release(env: &mut Env) -> Result<()> {
     let claims_api: Api<PersistentVolumeClaim> = env.api();
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
     namespaces.delete(&env.ns, &DeleteParams::default()).await?;
-    wait_for(
-        "the fleet deletion to be refused",
-        Duration::from_secs(90),
-        || async {
-            let ns = namespaces.get(&env.ns).await?;
-            Ok(ns
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .any(|c| {
-                    c.type_ == "NamespaceDeletionContentFailure"
-                        && c.message.is_some_and(|m| m.contains(FLEET_POLICY))
-                })
-                .then_some(()))
-        },
-    )
-    .await?;
+    wait_namespace_deletion_refused(&env.client, &env.ns, FLEET_POLICY).await?;
     let disks = claims_api
         .list(&ListParams::default().labels(&format!("{IDENTITY}={}", f.identity)))
         .await?
