@@ -97,6 +97,18 @@ pub fn bounded() -> Vec<Bounded> {
             b64(d::TERMINATION_GRACE_SECONDS_BOUNDS),
         ),
         (
+            "pod/tolerations/[]/tolerationSeconds",
+            "spec.pod.tolerations[0].tolerationSeconds",
+            "  pod:\n    tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: {v}}]\n".into(),
+            b64(d::TOLERATION_SECONDS_BOUNDS),
+        ),
+        (
+            "pod/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/[]/weight",
+            "spec.pod.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+            "  pod:\n    nodeAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n        - {weight: {v}, preference: {matchExpressions: [{key: a, operator: Exists}]}}\n".into(),
+            b32(d::AFFINITY_WEIGHT_BOUNDS),
+        ),
+        (
             "telemetry/flushMilliseconds",
             "spec.telemetry.flushMilliseconds",
             format!("{telemetry}    flushMilliseconds: {{v}}\n"),

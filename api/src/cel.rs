@@ -150,6 +150,37 @@ pub fn unique_strings(what: &str) -> Rule {
         .message(format!("each {what} once").as_str())
 }
 
+/// A list of objects (`self`) with a `name`, each name once.
+pub fn unique_names(what: &str) -> Rule {
+    Rule::new("self.all(x, self.exists_one(y, y.name == x.name))")
+        .message(format!("each {what} once").as_str())
+}
+
+/// A toleration with `operator: Exists` has no value.
+pub fn toleration_exists_without_value() -> Rule {
+    Rule::new(
+        "!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+    )
+    .message("a toleration with operator Exists takes no value")
+    .field_path(".value")
+}
+
+/// A toleration without a key tolerates every taint, which only `Exists` says.
+pub fn toleration_keyless_exists() -> Rule {
+    Rule::new(
+        "(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+    )
+    .message("a toleration without a key needs operator Exists")
+    .field_path(".operator")
+}
+
+/// `tolerationSeconds` only applies to NoExecute.
+pub fn toleration_seconds_no_execute() -> Rule {
+    Rule::new("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')")
+        .message("tolerationSeconds needs effect NoExecute")
+        .field_path(".tolerationSeconds")
+}
+
 /// `spec.env`: each variable name once.
 pub fn unique_env_names() -> Rule {
     Rule::new("self.all(e, self.exists_one(f, f.name == e.name))").message("each variable once")

@@ -68,6 +68,25 @@ pub const MAX_DNS_SUBDOMAIN_LENGTH: usize = 253;
 pub const MAX_DNS_LABEL_LENGTH: usize = 63;
 /// Longest Secret key.
 pub const MAX_SECRET_KEY_LENGTH: usize = 253;
+/// Longest label or annotation key (a 253-character prefix, `/`, a 63-character name).
+pub const MAX_QUALIFIED_NAME_LENGTH: usize = 317;
+/// Most `pod.labels`, and most `pod.annotations`.
+pub const MAX_POD_METADATA: usize = 32;
+/// Most bytes in all of `pod.annotations`, keys and values (the API server's limit on a
+/// Pod's annotations is 256 KiB; the rest is left to tools that annotate Pods).
+pub const MAX_POD_ANNOTATION_BYTES: usize = 64 * 1024;
+/// Most `pod.nodeSelector` entries.
+pub const MAX_NODE_SELECTOR: usize = 16;
+/// Most `pod.tolerations`.
+pub const MAX_TOLERATIONS: usize = 16;
+/// Most `pod.imagePullSecrets`.
+pub const MAX_IMAGE_PULL_SECRETS: usize = 8;
+/// Most terms in `pod.nodeAffinity` (required, and preferred).
+pub const MAX_NODE_SELECTOR_TERMS: usize = 8;
+/// Most requirements in one node term.
+pub const MAX_NODE_SELECTOR_REQUIREMENTS: usize = 16;
+/// Most values in one node requirement.
+pub const MAX_NODE_SELECTOR_VALUES: usize = 32;
 
 /// The whole numbers a field accepts, both ends included. Validation
 /// ([`crate::validate`]), the CRD schema (`minimum`/`maximum`, so the API server and the
@@ -104,6 +123,10 @@ pub const ZONES_BOUNDS: Bounds<usize> = b(1, MAX_ZONES);
 pub const HOSTNAMES_BOUNDS: Bounds<usize> = b(1, MAX_HOSTNAMES);
 /// Number of labels in a Pod selector.
 pub const POD_LABELS_BOUNDS: Bounds<usize> = b(1, MAX_POD_LABELS);
+/// `pod.tolerations[].tolerationSeconds`.
+pub const TOLERATION_SECONDS_BOUNDS: Bounds<i64> = b(0, 86_400);
+/// `pod.nodeAffinity.preferred…[].weight`.
+pub const AFFINITY_WEIGHT_BOUNDS: Bounds<i32> = b(1, 100);
 /// `execution.maxResidentCells`.
 pub const MAX_RESIDENT_CELLS_BOUNDS: Bounds<i64> = b(1, 1_000_000);
 /// `execution.idleEvictSeconds`.

@@ -120,6 +120,11 @@ pub struct CelldFleetSpec {
     /// and its disks on purpose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_protection: Option<bool>,
+    /// What the platform needs on every member Pod: labels and annotations, a
+    /// nodeSelector, tolerations, extra node affinity (added to the zone placement, never
+    /// replacing it), a priority class, image pull Secrets and a runtime class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodSettings>,
 }
 
 /// How members keep their data.
@@ -659,4 +664,224 @@ pub struct Capacity {
     )]
     #[schemars(range(min = d::MEMORY_LOW_MIB_BOUNDS.min, max = d::MEMORY_LOW_MIB_BOUNDS.max))]
     pub memory_low_mib: Option<i32>,
+}
+
+/// Settings of the member Pods that a platform requires: dedicated node pools (a
+/// nodeSelector, tolerations, node affinity), priority classes, private registries,
+/// sandboxed runtimes, and labels and annotations for tooling. Everything the fleet
+/// computes itself (zone spread, host anti-affinity, the security context, the
+/// container) stays the fleet's; these are added to it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSettings {
+    /// Labels added to every member Pod. Keys under `fleet.celld.dev/` and the keys the
+    /// StatefulSet and Deployment controllers write are reserved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = d::MAX_POD_METADATA))]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Annotations added to every member Pod (mesh opt-outs, log and metrics agents,
+    /// backup hooks). Keys under `fleet.celld.dev/` are reserved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = d::MAX_POD_METADATA))]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Node labels every member's node must carry, e.g. `node-pool: celld`. It must leave
+    /// every zone of `placement.zones` possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = d::MAX_NODE_SELECTOR))]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Taints the members tolerate, as in a Pod spec. Tolerating
+    /// `node.kubernetes.io/unreachable` or `not-ready` with effect NoExecute needs
+    /// `tolerationSeconds`: a member kept for ever on a lost node is never healed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_TOLERATIONS))]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Node affinity added to the fleet's own: each required term is joined with the
+    /// zone placement (a member's node must match the term and one of the fleet's
+    /// zones), preferred terms are added as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+    /// PriorityClass of the members (it must exist in the cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
+    pub priority_class_name: Option<String>,
+    /// RuntimeClass of the members (gVisor, Kata and the like; it must exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
+    pub runtime_class_name: Option<String>,
+    /// Secrets in the fleet's namespace to pull `runtimeImage` with, each once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_IMAGE_PULL_SECRETS))]
+    #[x_kube(validation = cel::unique_names("image pull Secret"))]
+    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
+    /// How the kubelet hands the disk to the members' group: `Always` (the Kubernetes
+    /// default) or `OnRootMismatch`, which skips the walk over a large disk on every
+    /// start when its top folder already belongs to the group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_group_change_policy: Option<FsGroupChangePolicy>,
+}
+
+/// A reference to an object in the fleet's namespace, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalObjectReference {
+    /// Its name.
+    #[schemars(
+        length(max = d::MAX_DNS_SUBDOMAIN_LENGTH),
+        pattern(f::DNS_SUBDOMAIN_PATTERN)
+    )]
+    pub name: String,
+}
+
+/// A taint the members tolerate (the Kubernetes `Toleration`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(
+    validation = cel::toleration_exists_without_value(),
+    validation = cel::toleration_keyless_exists(),
+    validation = cel::toleration_seconds_no_execute()
+)]
+pub struct Toleration {
+    /// Taint key; empty or absent with `operator: Exists` tolerates every taint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_QUALIFIED_NAME_LENGTH))]
+    pub key: Option<String>,
+    /// `Equal` (default) or `Exists`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<TolerationOperator>,
+    /// Taint value, with `Equal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_DNS_LABEL_LENGTH))]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; absent matches every effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+    /// With `NoExecute`: how long a member stays on a node after the taint appears,
+    /// 0..86400 seconds (absent: for ever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(
+        min = d::TOLERATION_SECONDS_BOUNDS.min,
+        max = d::TOLERATION_SECONDS_BOUNDS.max
+    ))]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// How a toleration matches a taint's value.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, Default)]
+#[schemars(transform = cel::enum_max_length)]
+pub enum TolerationOperator {
+    /// The taint's value must equal `value`.
+    #[default]
+    Equal,
+    /// Any value (leave `value` out).
+    Exists,
+}
+
+/// A taint's effect.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = cel::enum_max_length)]
+pub enum TaintEffect {
+    /// New members are not scheduled there.
+    NoSchedule,
+    /// New members avoid it when they can.
+    PreferNoSchedule,
+    /// Running members are evicted.
+    NoExecute,
+}
+
+/// Extra node affinity (the Kubernetes `NodeAffinity` shape, so it can be copied from a
+/// Pod spec).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeAffinity {
+    /// Terms a member's node must match (any one of them), each joined with the zone
+    /// placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
+    /// Weighted terms the scheduler prefers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_NODE_SELECTOR_TERMS))]
+    pub preferred_during_scheduling_ignored_during_execution: Option<Vec<PreferredSchedulingTerm>>,
+}
+
+/// Required node terms: a node matches if it matches any one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelector {
+    /// 1..8 terms.
+    #[schemars(length(min = 1, max = d::MAX_NODE_SELECTOR_TERMS))]
+    pub node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+/// A weighted preferred term.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreferredSchedulingTerm {
+    /// 1..100.
+    #[schemars(range(min = d::AFFINITY_WEIGHT_BOUNDS.min, max = d::AFFINITY_WEIGHT_BOUNDS.max))]
+    pub weight: i32,
+    /// The term.
+    pub preference: NodeSelectorTerm,
+}
+
+/// One node term: every requirement must hold.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelectorTerm {
+    /// Requirements on node labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_NODE_SELECTOR_REQUIREMENTS))]
+    pub match_expressions: Option<Vec<NodeSelectorRequirement>>,
+    /// Requirements on node fields (only `metadata.name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_NODE_SELECTOR_REQUIREMENTS))]
+    pub match_fields: Option<Vec<NodeSelectorRequirement>>,
+}
+
+/// One requirement on a node label (or field).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelectorRequirement {
+    /// Label key (or `metadata.name` in matchFields).
+    #[schemars(length(max = d::MAX_QUALIFIED_NAME_LENGTH))]
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
+    pub operator: NodeSelectorOperator,
+    /// Values: some for In/NotIn, none for Exists/DoesNotExist, one integer for Gt/Lt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = d::MAX_NODE_SELECTOR_VALUES), inner(length(max = d::MAX_DNS_LABEL_LENGTH)))]
+    pub values: Option<Vec<String>>,
+}
+
+/// How a node requirement compares.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = cel::enum_max_length)]
+pub enum NodeSelectorOperator {
+    /// The label's value is one of `values`.
+    In,
+    /// The label is absent or its value is none of `values`.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+    /// The label's value, an integer, is greater than the one value.
+    Gt,
+    /// The label's value, an integer, is less than the one value.
+    Lt,
+}
+
+/// The kubelet's ownership change of a member's disk.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = cel::enum_max_length)]
+pub enum FsGroupChangePolicy {
+    /// Change every file's group on every mount.
+    Always,
+    /// Only when the disk's top folder does not already belong to the group.
+    OnRootMismatch,
 }

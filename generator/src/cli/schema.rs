@@ -132,7 +132,12 @@ pub fn property_pointer(root: &Value, path: &str) -> Option<String> {
         if let Some(def) = root.pointer(&at).and_then(target) {
             at = def;
         }
-        at = format!("{at}/properties/{part}");
+        // `[]`: the items of a list (as in the CRD paths of the bounds table).
+        at = if part == "[]" {
+            format!("{at}/items")
+        } else {
+            format!("{at}/properties/{part}")
+        };
         root.pointer(&at)?;
     }
     Some(at)

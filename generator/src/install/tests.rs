@@ -408,7 +408,7 @@ fn the_crd_carries_every_bound_from_its_constant() {
 
     // Ranges: minimum and maximum, for every bounded field.
     let table = bounds_table::bounded();
-    assert_eq!(table.len(), 26);
+    assert_eq!(table.len(), 28);
     for b in &table {
         let p = prop(b.schema_path);
         assert_eq!(

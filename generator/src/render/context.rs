@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::api::url::{HttpUrl, Scheme};
 use crate::api::validate::ValidatedFleet;
+use crate::api::validate::rules::pod as pod_rules;
 use crate::api::{CapacityMode, Egress, PlacementMode, Profile, labels, reservation_name};
 
 /// Label and annotation keys, from [`crate::api::labels`], so templates and the healer can
@@ -27,6 +28,8 @@ pub struct Keys {
     argocd_sync_wave: &'static str,
     flux_prune: &'static str,
     zone: &'static str,
+    os_label: &'static str,
+    os: &'static str,
     claim_template: &'static str,
 }
 
@@ -43,6 +46,8 @@ const KEYS: Keys = Keys {
     argocd_sync_wave: ARGOCD_SYNC_WAVE,
     flux_prune: labels::FLUX_PRUNE,
     zone: labels::ZONE,
+    os_label: pod_rules::OS_LABEL,
+    os: pod_rules::OS,
     claim_template: labels::CLAIM_TEMPLATE,
 };
 
@@ -160,7 +165,6 @@ struct Workload {
     peers_service: String,
     service_account: String,
     termination_grace_seconds: i64,
-    restart_token: Option<String>,
     zones: Vec<String>,
     zone_count: usize,
     strict: bool,
@@ -174,6 +178,9 @@ struct Workload {
     /// PersistentFleet: the claim template.
     claim: Option<Claim>,
     env: Vec<EnvEntry>,
+    /// Pod metadata and `spec.pod`, with the zone placement merged into the node
+    /// affinity.
+    pod: super::pod::PodContext,
 }
 
 #[derive(Serialize)]
@@ -384,7 +391,6 @@ impl FleetContext {
                 peers_service,
                 service_account: spec.service_account_name.clone(),
                 termination_grace_seconds: spec.termination_grace_seconds(),
-                restart_token: spec.restart_token().map(str::to_owned),
                 zones: spec.placement.zones.clone(),
                 zone_count: spec.placement.zones.len(),
                 strict: spec.placement_mode() == PlacementMode::Strict,
@@ -396,6 +402,7 @@ impl FleetContext {
                 scratch: bucket_profile.then(|| size.clone()),
                 claim,
                 env: env(fleet, &name, &namespace),
+                pod: super::pod::PodContext::new(spec),
             },
             reservation,
             healer_namespace: options.healer_namespace.clone(),

@@ -22,6 +22,7 @@
 pub mod context;
 pub mod httproute;
 pub mod parse;
+pub mod pod;
 pub mod roundtrip;
 pub mod templates;
 pub mod yaml;

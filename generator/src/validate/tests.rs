@@ -1,5 +1,7 @@
 //! One test per validation rule, each asserting the field, the message and the location.
 
+mod pod;
+
 use std::path::Path;
 
 use celld_api::diagnostic::Diagnostic;

@@ -4,6 +4,7 @@
 mod capacity;
 mod env;
 mod execution;
+pub mod pod;
 mod routing;
 mod storage;
 mod telemetry;
@@ -137,6 +138,7 @@ pub fn check_fleet(doc: &Node, fleet: &CelldFleet) -> Vec<Problem> {
     telemetry::check(&mut c, fleet);
     routing::check(&mut c, fleet);
     capacity::check(&mut c, fleet);
+    pod::check(&mut c, fleet);
     c.problems
 }
 
