@@ -309,12 +309,17 @@ async fn pod_zone(client: &Client, pod: &Pod) -> Result<String> {
 }
 
 async fn ready_pods(client: &Client, ns: &str, want: usize) -> Result<Vec<Pod>> {
+    ready_members(client, ns, "fleet.celld.dev/identity", want).await
+}
+
+/// Waits for `want` Ready Pods matching `selector` in `ns`.
+async fn ready_members(client: &Client, ns: &str, selector: &str, want: usize) -> Result<Vec<Pod>> {
     wait_for(
-        &format!("{want} Ready members in {ns}"),
+        &format!("{want} Ready members ({selector}) in {ns}"),
         Duration::from_secs(120),
         || async {
             let pods = Api::<Pod>::namespaced(client.clone(), ns)
-                .list(&ListParams::default().labels("fleet.celld.dev/identity"))
+                .list(&ListParams::default().labels(selector))
                 .await?;
             let ready: Vec<Pod> = pods.items.into_iter().filter(pod_ready).collect();
             Ok((ready.len() == want).then_some(ready))
@@ -376,7 +381,21 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
             &["-n", "shop", "create", "serviceaccount", "storefront"],
         )
         .await?;
-        for fleet in ["ledger/persistent", "shop/bucket-deployment"] {
+        // persistent-platform runs on a dedicated pool: one node per zone labelled
+        // and tainted for it, with the classes and the pull Secret it names.
+        let pool = dedicate_pool(&client, &lock.slot.node_prefix()).await?;
+        let platform = tmp.join("platform.yaml");
+        std::fs::write(&platform, PLATFORM_SETUP)?;
+        kubectl_clean(
+            &cluster,
+            &["apply", "--server-side", "-f", &platform.to_string_lossy()],
+        )
+        .await?;
+        for fleet in [
+            "ledger/persistent",
+            "shop/bucket-deployment",
+            "ledger/persistent-platform",
+        ] {
             let dir = repo_root().join("golden").join(fleet);
             argo_apply(&cluster, &dir.to_string_lossy()).await?;
         }
@@ -403,8 +422,19 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
             ],
         )
         .await?;
+        kubectl_clean(
+            &cluster,
+            &[
+                "-n",
+                "ledger",
+                "scale",
+                "statefulset/persistent-platform",
+                "--replicas=3",
+            ],
+        )
+        .await?;
 
-        let pods = ready_pods(&client, "ledger", 3).await?;
+        let pods = ready_members(&client, "ledger", PERSISTENT, 3).await?;
         let mut zones = Vec::new();
         for pod in &pods {
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -452,6 +482,15 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
         let bucket = ready_pods(&client, "shop", 3).await?;
         ensure!(bucket.len() == 3);
         eprintln!("shop/bucket-deployment: 3 members Ready");
+        for pod in pods.iter().chain(&bucket) {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            ensure!(
+                !node.as_ref().is_some_and(|n| pool.contains(n)),
+                "{} does not tolerate the pool's taint but runs on {node:?}",
+                pod.metadata.name.as_deref().unwrap_or("")
+            );
+        }
+        check_platform_members(&client, &pool).await?;
         Ok(())
     }
     .await;
@@ -462,6 +501,18 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
         let _ = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(client.clone())
             .delete("gp3", &DeleteParams::default())
             .await;
+        let platform = tmp.join("platform.yaml");
+        let _ = run_kubectl(
+            &cluster,
+            &[
+                "delete",
+                "--ignore-not-found",
+                "-f",
+                &platform.to_string_lossy(),
+            ],
+        )
+        .await;
+        release_pool(&client, &lock.slot.node_prefix()).await?;
         Ok::<(), anyhow::Error>(())
     }
     .await;
@@ -471,4 +522,209 @@ async fn hand_scaled_fleets_get_zonal_disks_and_become_ready() -> Result<()> {
     drop(sim);
     result?;
     cleanup
+}
+
+/// The identity label of `examples/persistent.yaml`'s members.
+const PERSISTENT: &str = "fleet.celld.dev/identity=ylwg20pyt4vrb3ipxmqm77b6in";
+/// The identity label of `examples/persistent-platform.yaml`'s members.
+const PLATFORM: &str = "fleet.celld.dev/identity=ujzde8gxd6ncf10epf91dhodzd";
+/// The node label and taint of the dedicated pool `persistent-platform` selects and
+/// tolerates.
+const POOL_LABEL: &str = "node-pool";
+const POOL_TAINT: &str = "dedicated";
+/// The PriorityClass's value, which admission copies into each member's `priority`.
+const PLATFORM_PRIORITY: i32 = 1_000_000;
+/// What `persistent-platform` names and the cluster must hold (the namespace's
+/// ServiceAccount, the classes, the pull Secret).
+const PLATFORM_SETUP: &str = "\
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ledger-platform, namespace: ledger}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: celld-critical}
+value: 1000000
+description: celld members (golden_apply e2e)
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: sandboxed}
+handler: runsc
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: registry-credentials, namespace: ledger}
+type: kubernetes.io/dockerconfigjson
+stringData:
+  .dockerconfigjson: '{\"auths\": {}}'
+";
+
+/// The slot's nodes (by kubesim's prefix label), sorted by name.
+async fn slot_nodes(client: &Client, prefix: &str) -> Result<Vec<Node>> {
+    let mut nodes = Api::<Node>::all(client.clone())
+        .list(
+            &ListParams::default()
+                .labels(&format!("{}={prefix}", kubesim::objects::SIM_NODE_LABEL)),
+        )
+        .await?
+        .items;
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(nodes)
+}
+
+/// Labels and taints the first node of each zone as the dedicated pool; returns their
+/// names.
+async fn dedicate_pool(client: &Client, prefix: &str) -> Result<Vec<String>> {
+    let api = Api::<Node>::all(client.clone());
+    let mut zones = Vec::new();
+    let mut pool = Vec::new();
+    for node in slot_nodes(client, prefix).await? {
+        let zone = node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+            .context("node without zone")?;
+        if zones.contains(&zone) {
+            continue;
+        }
+        let name = node.metadata.name.clone().context("node without name")?;
+        api.patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "metadata": {"labels": {POOL_LABEL: "celld"}},
+                "spec": {"taints": [{"key": POOL_TAINT, "value": "celld", "effect": "NoSchedule"}]},
+            })),
+        )
+        .await?;
+        zones.push(zone);
+        pool.push(name);
+    }
+    ensure!(pool.len() == 3, "pool nodes {pool:?} do not cover 3 zones");
+    Ok(pool)
+}
+
+/// Removes the pool's label and taint again (the slot's nodes outlive this test).
+async fn release_pool(client: &Client, prefix: &str) -> Result<()> {
+    let api = Api::<Node>::all(client.clone());
+    for node in slot_nodes(client, prefix).await? {
+        let tainted = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == POOL_TAINT));
+        let labelled = node
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(POOL_LABEL));
+        if tainted || labelled {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            api.patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({
+                    "metadata": {"labels": {POOL_LABEL: null}},
+                    "spec": {"taints": null},
+                })),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// `persistent-platform`'s members: Ready, one per zone, each on a pool node, and
+/// carrying every Pod setting of the fleet file as the API server admitted it.
+async fn check_platform_members(client: &Client, pool: &[String]) -> Result<()> {
+    let pods = ready_members(client, "ledger", PLATFORM, 3).await?;
+    let mut zones = Vec::new();
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.as_ref().context("pod without spec")?;
+        let node = spec.node_name.clone().unwrap_or_default();
+        ensure!(
+            pool.contains(&node),
+            "{name} runs on {node}, outside the pool {pool:?}"
+        );
+        zones.push(pod_zone(client, pod).await?);
+        ensure!(
+            spec.priority_class_name.as_deref() == Some("celld-critical")
+                && spec.priority == Some(PLATFORM_PRIORITY),
+            "{name}: priority class {:?}, priority {:?}",
+            spec.priority_class_name,
+            spec.priority
+        );
+        ensure!(
+            spec.runtime_class_name.as_deref() == Some("sandboxed"),
+            "{name}: runtime class {:?}",
+            spec.runtime_class_name
+        );
+        let secrets: Vec<&str> = spec
+            .image_pull_secrets
+            .iter()
+            .flatten()
+            .map(|s| s.name.as_str())
+            .collect();
+        ensure!(
+            secrets == ["registry-credentials"],
+            "{name}: pull Secrets {secrets:?}"
+        );
+        ensure!(
+            spec.node_selector
+                .as_ref()
+                .and_then(|s| s.get(POOL_LABEL))
+                .map(String::as_str)
+                == Some("celld"),
+            "{name}: nodeSelector {:?}",
+            spec.node_selector
+        );
+        let tolerations = spec.tolerations.clone().unwrap_or_default();
+        ensure!(
+            tolerations
+                .iter()
+                .any(|t| t.key.as_deref() == Some(POOL_TAINT)
+                    && t.effect.as_deref() == Some("NoSchedule"))
+                && tolerations.iter().any(|t| t.key.as_deref()
+                    == Some("node.kubernetes.io/unreachable")
+                    && t.toleration_seconds == Some(120)),
+            "{name}: tolerations {tolerations:?}"
+        );
+        let fs_policy = spec
+            .security_context
+            .as_ref()
+            .and_then(|s| s.fs_group_change_policy.clone());
+        ensure!(
+            fs_policy.as_deref() == Some("OnRootMismatch"),
+            "{name}: fsGroupChangePolicy {fs_policy:?}"
+        );
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        ensure!(
+            labels.get("team").map(String::as_str) == Some("payments")
+                && labels.get("cost-center").map(String::as_str) == Some("4711"),
+            "{name}: labels {labels:?}"
+        );
+        ensure!(
+            annotations
+                .get("sidecar.istio.io/inject")
+                .map(String::as_str)
+                == Some("false")
+                && annotations
+                    .get("backup.velero.io/backup-volumes")
+                    .map(String::as_str)
+                    == Some("data"),
+            "{name}: annotations {annotations:?}"
+        );
+        eprintln!("{name}: Ready on pool node {node} with every Pod setting");
+    }
+    zones.sort();
+    zones.dedup();
+    ensure!(
+        zones.len() == 3,
+        "platform members not spread over 3 zones: {zones:?}"
+    );
+    Ok(())
 }
