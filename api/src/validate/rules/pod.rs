@@ -250,8 +250,8 @@ fn check_toleration(c: &mut Checker<'_>, t: &Toleration, field: &str) {
                     "tolerates {what} for ever: a member on a lost node would never be \
                      evicted, so the healer would never move it or heal its disk"
                 ),
-                "tolerationSeconds with effect NoExecute (Kubernetes adds 300 by default), or \
-                 effect NoSchedule",
+                "tolerationSeconds with effect NoExecute, as Kubernetes' own default \
+                 toleration of 300 seconds has; or effect NoSchedule",
             );
         }
     }
@@ -435,8 +435,8 @@ fn check_zones(c: &mut Checker<'_>, fleet: &CelldFleet, pod: &PodSettings) {
         &field,
         message,
         format!(
-            "a node selection that every zone of placement.zones ({}) can meet, on Linux \
-             nodes; the fleet already requires its zones (leave {} out)",
+            "a node selection that Linux nodes in every zone of placement.zones ({}) can \
+             meet; leave {} out, the fleet already requires its zones",
             fleet.spec.placement.zones.join(", "),
             labels::ZONE
         ),
