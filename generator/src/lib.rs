@@ -4,7 +4,8 @@
 //! Flow: [`load`] finds and reads fleet files, [`validate`] checks their texts (each fleet
 //! with [`celld_api::validate`], then the fleets together), `render` turns
 //! [`ValidatedFleet`](celld_api::validate::ValidatedFleet)s into objects with the
-//! templates, `output` writes them (all or nothing).
+//! templates, [`patch`] applies the fleets' `CelldFleetPatch`es to them, `output` writes
+//! them (all or nothing).
 
 /// The shared contract ([`celld_api`]), under the path the generator has always used.
 pub use celld_api as api;
@@ -12,6 +13,7 @@ pub mod cli;
 pub mod install;
 pub mod load;
 pub mod output;
+pub mod patch;
 pub mod render;
 pub mod validate;
 pub mod version;

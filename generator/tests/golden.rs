@@ -225,12 +225,24 @@ fn rendering_the_rendered_fleets_reproduces_the_output() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("deploy");
     write_tree(&out, &bundle).unwrap();
-    let rendered: Vec<PathBuf> = bundle
+    let mut rendered: Vec<PathBuf> = bundle
         .files
         .iter()
         .filter(|f| f.path.ends_with("/celldfleet.yaml"))
         .map(|f| out.join(&f.path))
         .collect();
+    // Patches live beside the fleet file, not in the CelldFleet: the examples' patch
+    // documents go with the rendered fleets, each in a file of its own.
+    for (i, example) in example_paths().iter().enumerate() {
+        let text = std::fs::read_to_string(example).unwrap();
+        for (j, doc) in text.split("\n---\n").enumerate() {
+            if doc.contains("\nkind: CelldFleetPatch\n") {
+                let p = dir.path().join(format!("patch-{i}-{j}.yaml"));
+                std::fs::write(&p, doc).unwrap();
+                rendered.push(p);
+            }
+        }
+    }
     let again = render(&rendered);
     assert_eq!(again.files, bundle.files);
     assert!(

@@ -395,7 +395,10 @@ pub fn render_all_with(
     let mut out = Vec::with_capacity(sorted.len());
     for (f, r) in sorted.iter().zip(rendered) {
         match r {
-            Ok(r) => out.push(r),
+            Ok(mut r) => match crate::patch::apply(&f.patches, &mut r) {
+                Ok(()) => out.push(r),
+                Err(e) => problems.extend(e),
+            },
             Err(e) => problems.push(diagnostic(&f.path, &e.field, e.message)),
         }
     }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::api::labels;
 use crate::api::validate::ValidatedFleet;
 use crate::api::validate::{syntax_diagnostic, validate_doc};
+use crate::patch::PatchSet;
 use celld_api::diagnostic::Diagnostic;
 use yaml::{Node, Pos};
 
@@ -25,6 +26,8 @@ pub struct LoadedFleet {
     pub path: PathBuf,
     /// The fleet, exactly as written (defaults are applied by accessors, not stored).
     pub fleet: ValidatedFleet,
+    /// Its `CelldFleetPatch` documents, in file and document order.
+    pub patches: Vec<crate::patch::PatchSet>,
 }
 
 /// A file or folder that was found but not read as a fleet, and why (shown with `-v` and
@@ -189,11 +192,7 @@ fn is_blank(docs: &[Node]) -> bool {
 /// (the reason is returned), but a near miss (a kind typo, another fleet.celld.dev
 /// kind, a fleet without `kind`, an empty file) is an error: skipping it would drop a
 /// fleet without a word.
-fn parse_file(
-    path: &Path,
-    text: &str,
-    explicit: bool,
-) -> Result<(Vec<Parsed>, Option<String>), Vec<Diagnostic>> {
+fn parse_file(path: &Path, text: &str, explicit: bool) -> Result<FileDocs, Vec<Diagnostic>> {
     let docs = yaml::parse(text).map_err(|e| vec![syntax_diagnostic(path, text, &e)])?;
     if is_blank(&docs) {
         return Err(vec![file_problem(
@@ -203,10 +202,18 @@ fn parse_file(
         )]);
     }
     let mut out = Vec::new();
+    let mut patches = Vec::new();
     let mut errors = Vec::new();
     let mut others = Vec::new();
     for doc in docs {
         if matches!(doc.kind, yaml::Kind::Null) {
+            continue;
+        }
+        if crate::patch::is_patch_doc(&doc) {
+            match crate::patch::parse_patch_doc(path, &doc) {
+                Ok(set) => patches.push(set),
+                Err(e) => errors.extend(e),
+            }
             continue;
         }
         if !is_fleet_doc(&doc) {
@@ -229,7 +236,7 @@ fn parse_file(
             Err(problems) => errors.extend(problems.into_iter().map(|p| p.into_diagnostic(path))),
         }
     }
-    if explicit && out.is_empty() && errors.is_empty() {
+    if explicit && out.is_empty() && patches.is_empty() && errors.is_empty() {
         errors.push(file_problem(
             path,
             format!("no CelldFleet found in this file ({})", others.join("; ")),
@@ -240,13 +247,25 @@ fn parse_file(
         return Err(errors);
     }
     others.dedup();
-    let skipped = (out.is_empty()).then(|| others.join("; "));
-    Ok((out, skipped))
+    let skipped = (out.is_empty() && patches.is_empty()).then(|| others.join("; "));
+    Ok(FileDocs {
+        fleets: out,
+        patches,
+        skipped,
+    })
+}
+
+/// What one file holds: its fleets, its patch documents, and why it was skipped when it
+/// holds neither.
+struct FileDocs {
+    fleets: Vec<Parsed>,
+    patches: Vec<PatchSet>,
+    skipped: Option<String>,
 }
 
 /// See [`crate::load::load_str`].
 pub fn load_str(path: &Path, text: &str) -> Result<ValidatedFleet, Vec<Diagnostic>> {
-    let (mut parsed, _) = parse_file(path, text, true)?;
+    let mut parsed = parse_file(path, text, true)?.fleets;
     if parsed.len() != 1 {
         return Err(vec![file_problem(
             path,
@@ -264,11 +283,17 @@ pub fn load_sources(
     skipped: &mut Vec<Skipped>,
 ) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
     let mut parsed = Vec::new();
+    let mut patch_sets = Vec::new();
     let mut errors = Vec::new();
     for s in sources {
         match parse_file(&s.path, &s.text, s.explicit) {
-            Ok((p, reason)) => {
+            Ok(FileDocs {
+                fleets: p,
+                patches: sets,
+                skipped: reason,
+            }) => {
                 parsed.extend(p);
+                patch_sets.extend(sets);
                 if let Some(reason) = reason {
                     skipped.push(Skipped {
                         path: s.path.clone(),
@@ -280,6 +305,33 @@ pub fn load_sources(
         }
     }
     errors.extend(cross_check(&parsed));
+    // Every patch names a fleet among the inputs: one for a fleet that is not there
+    // (renamed, or its file left out) is an error, never dropped.
+    let mut by_fleet: BTreeMap<(String, String), Vec<PatchSet>> = BTreeMap::new();
+    for set in patch_sets {
+        let known = parsed.iter().any(|p| {
+            p.fleet.metadata.namespace.as_deref() == Some(set.namespace.as_str())
+                && p.fleet.metadata.name.as_deref() == Some(set.name.as_str())
+        });
+        if known {
+            by_fleet
+                .entry((set.namespace.clone(), set.name.clone()))
+                .or_default()
+                .push(set);
+        } else {
+            errors.push(Diagnostic {
+                file: set.path.clone(),
+                line: set.pos.line,
+                column: set.pos.column,
+                field: "metadata.name".into(),
+                message: format!(
+                    "this CelldFleetPatch is for {}/{}, which is not among the fleets read",
+                    set.namespace, set.name
+                ),
+                expected: "the name and namespace of a fleet in the same run (render, check and diff read the patches with the fleets)".into(),
+            });
+        }
+    }
     if !errors.is_empty() {
         errors.sort();
         errors.dedup();
@@ -287,9 +339,16 @@ pub fn load_sources(
     }
     let mut fleets: Vec<LoadedFleet> = parsed
         .into_iter()
-        .map(|p| LoadedFleet {
-            path: p.path,
-            fleet: p.fleet,
+        .map(|p| {
+            let key = (
+                p.fleet.metadata.namespace.clone().unwrap_or_default(),
+                p.fleet.metadata.name.clone().unwrap_or_default(),
+            );
+            LoadedFleet {
+                path: p.path,
+                fleet: p.fleet,
+                patches: by_fleet.remove(&key).unwrap_or_default(),
+            }
         })
         .collect();
     fleets.sort_by(|a, b| {

@@ -2,7 +2,7 @@
 //! naming the field, what is wrong and what would be valid; nothing stops at the first.
 
 mod capacity;
-mod env;
+pub mod env;
 mod execution;
 pub mod pod;
 mod routing;
