@@ -28,6 +28,11 @@ celld-gen output below the inputs, is never read as input. Edits the cluster can
 (identity, profile, storage, placement, a renamed fleet) are reported as warnings; see
 `celld-gen check --against DIR`.
 
+Patches: a CelldFleetPatch document among the inputs (a second document in the fleet
+file, or a file beside it) patches the fleet's rendered objects after rendering
+(jsonPatch: RFC 6902; strategicMerge). Changes to what the healer relies on are refused;
+a patch that no longer applies is an error. See docs/platform.md.
+
 Output layout (-o DIR):
   DIR/kustomization.yaml                      every fleet folder, sorted
   DIR/<namespace>/<name>/kustomization.yaml   the fleet's files, sorted

@@ -348,6 +348,43 @@ mod rendering_tests {
         );
     }
 
+    /// A fleet's patches may add to its Services (celld-gen refuses any other change),
+    /// and the healer, which renders the live fleet without them, sees no drift in the
+    /// patched Services Argo CD or Flux apply.
+    #[test]
+    fn a_patched_service_is_not_drift() {
+        let path = std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/persistent-platform.yaml"
+        ));
+        let loaded = celld_gen::load::load_paths(&[path]).expect("example loads");
+        assert!(!loaded[0].patches.is_empty(), "the example carries patches");
+        let bundle = celld_gen::render::render_all(&loaded).expect("renders");
+        let fleet = loaded[0].fleet.clone().into_fleet();
+        let live: Vec<(String, Service)> = bundle.fleets[0]
+            .objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Service)
+            .map(|o| {
+                let v = celld_gen::render::parse::parse_document(&o.yaml).unwrap();
+                (o.name.clone(), serde_json::from_value(v).unwrap())
+            })
+            .collect();
+        let patched = live.iter().any(|(_, s)| {
+            s.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("service.kubernetes.io/topology-mode"))
+        });
+        assert!(patched, "the example patches its Service");
+        let drift = ServiceDrift::default().verify(&fleet, |n| {
+            live.iter()
+                .find(|(m, _)| m == n)
+                .map(|(_, s)| Arc::new(s.clone()))
+        });
+        assert!(drift.drift.is_empty(), "{drift:?}");
+    }
+
     /// The verdict is remembered for the live Services it was reached on, by uid and
     /// resourceVersion, and for the fleet's generation: a Service edited (a new
     /// resourceVersion), gone or come back is compared again, as is one without a
