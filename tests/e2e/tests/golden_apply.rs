@@ -637,7 +637,8 @@ async fn release_pool(client: &Client, prefix: &str) -> Result<()> {
 }
 
 /// `persistent-platform`'s members: Ready, one per zone, each on a pool node, and
-/// carrying every Pod setting of the fleet file as the API server admitted it.
+/// carrying every Pod setting of the fleet file as the API server admitted it, and what
+/// its patches add.
 async fn check_platform_members(client: &Client, pool: &[String]) -> Result<()> {
     let pods = ready_members(client, "ledger", PLATFORM, 3).await?;
     let mut zones = Vec::new();
@@ -718,7 +719,23 @@ async fn check_platform_members(client: &Client, pool: &[String]) -> Result<()> 
                     == Some("data"),
             "{name}: annotations {annotations:?}"
         );
-        eprintln!("{name}: Ready on pool node {node} with every Pod setting");
+        // The example's patches (applied after rendering) reached the members too.
+        let ndots = spec
+            .dns_config
+            .as_ref()
+            .and_then(|d| d.options.as_ref())
+            .and_then(|o| o.iter().find(|o| o.name.as_deref() == Some("ndots")))
+            .and_then(|o| o.value.clone());
+        let scratch = spec
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == "scratch" && v.empty_dir.is_some());
+        ensure!(
+            ndots.as_deref() == Some("2") && scratch,
+            "{name}: the patches are missing: ndots {ndots:?}, scratch volume {scratch}"
+        );
+        eprintln!("{name}: Ready on pool node {node} with every Pod setting and patch");
     }
     zones.sort();
     zones.dedup();
