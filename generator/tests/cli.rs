@@ -286,6 +286,65 @@ fn render_refuses_to_replace_a_directory_it_did_not_write() {
     );
 }
 
+/// `install -o deploy/cluster` and `render fleets -o deploy` share one folder of a GitOps
+/// repository in either order: each command's tree is its own, the other's is kept, never
+/// compared, never counted as fleet folders, and a second run of either writes nothing.
+#[test]
+fn install_and_render_share_one_output_folder_in_either_order() {
+    for install_first in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let deploy = dir.path().join("deploy");
+        let cluster = deploy.join("cluster");
+        let (d, c) = (deploy.to_str().unwrap(), cluster.to_str().unwrap());
+        let ex = example("persistent.yaml");
+        let ex = ex.to_str().unwrap();
+        let install = || run(&["install", "-o", c]);
+        let render = || run(&["render", ex, "-o", d]);
+        let (first, second) = if install_first {
+            (install(), render())
+        } else {
+            (render(), install())
+        };
+        for out in [&first, &second] {
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        let tree = celld_gen::output::read_tree(&deploy).unwrap();
+        assert!(tree.iter().any(|(p, _)| p == "cluster/kustomization.yaml"));
+        assert!(tree.iter().any(|(p, _)| p == "ledger/persistent/statefulset.yaml"));
+        // Again, both: nothing to do, and nothing the other wrote is taken for a fleet
+        // folder to remove.
+        let again = render();
+        assert!(
+            again.status.success() && text(&again.stderr).contains("nothing written"),
+            "{}",
+            text(&again.stderr)
+        );
+        assert!(text(&install().stderr).contains("already up to date"));
+        let diff = run(&["diff", ex, "-o", d]);
+        assert_eq!(diff.status.code(), Some(0), "{}", text(&diff.stdout));
+        assert_eq!(celld_gen::output::read_tree(&deploy).unwrap(), tree);
+        // A fleet namespace named like the install folder would write into it: refused.
+        let clash = dir.path().join("cluster.yaml");
+        fs::write(
+            &clash,
+            fs::read_to_string(ex)
+                .unwrap()
+                .replace("namespace: ledger", "namespace: cluster")
+                .replace("ylwg20pyt4vrb3ipxmqm77b6in", "ylwg20pyt4vrb3ipxmqm77b6im")
+                .replace("bucket: ledger-cells", "bucket: cluster-cells"),
+        )
+        .unwrap();
+        let out = run(&["render", ex, clash.to_str().unwrap(), "-o", d]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            text(&out.stderr).contains("holds the output of another celld-gen command"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert_eq!(celld_gen::output::read_tree(&deploy).unwrap(), tree);
+    }
+}
+
 #[test]
 fn two_fleets_with_one_identity_or_bucket_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -94,7 +94,7 @@ pub fn immutable_spec_fields() -> Vec<String> {
 /// missing or unreadable are left out (nothing to compare with).
 pub fn rendered_fleets(dir: &Path) -> BTreeMap<String, (PathBuf, CelldFleet)> {
     let mut out = BTreeMap::new();
-    let Ok(tree) = super::read_tree(dir) else {
+    let Ok(tree) = super::read_own_tree(dir, crate::render::HEADER) else {
         return out;
     };
     for (path, bytes) in tree {

@@ -50,7 +50,10 @@ impl Change {
 
 /// Every file that differs between `dir` and `bundle`, sorted by path.
 pub fn changes(dir: &Path, bundle: &Bundle) -> io::Result<Vec<Change>> {
-    let mut current: BTreeMap<String, Vec<u8>> = super::read_tree(dir)?.into_iter().collect();
+    // Another command's output inside `dir` (the install bundle) is not ours to compare.
+    let mut current: BTreeMap<String, Vec<u8>> = super::read_own_tree(dir, crate::render::HEADER)?
+        .into_iter()
+        .collect();
     let mut out = Vec::new();
     for f in &bundle.files {
         match current.remove(&f.path) {

@@ -18,6 +18,11 @@ pub enum WriteError {
         "{0} exists and is not a celld-gen output directory (no kustomization.yaml starting with the celld-gen header); refusing to replace it. Render into an empty or new directory."
     )]
     NotOurs(PathBuf),
+    /// The bundle would write into a folder that holds another celld-gen output.
+    #[error(
+        "{0} holds the output of another celld-gen command (its kustomization.yaml says so), and this output would write into it; use another output folder for one of them"
+    )]
+    Overlap(PathBuf),
     /// The path has no final name (`.`, `..`, `/`): it cannot be swapped.
     #[error("{0} cannot be replaced as a whole; name the output directory (e.g. deploy/)")]
     Unnamed(PathBuf),
@@ -104,7 +109,7 @@ fn plural_folders(n: usize) -> String {
 
 /// Fleet folders (`<namespace>/<name>`) in an existing output directory (none if missing).
 pub fn fleet_folders(dir: &Path) -> io::Result<std::collections::BTreeSet<String>> {
-    Ok(read_tree(dir)?
+    Ok(read_own_tree(dir, HEADER)?
         .into_iter()
         .filter_map(|(path, _)| {
             let mut parts = path.splitn(3, '/');
@@ -231,7 +236,14 @@ pub fn write_files_tree(
         return Err(WriteError::Unnamed(dir.to_path_buf()));
     }
     check_replaceable_by(dir, header)?;
-    if dir.is_dir() && holds_exactly(dir, files) {
+    let nested = nested_outputs(dir, header);
+    if let Some(top) = nested
+        .iter()
+        .find(|n| files.iter().any(|f| f.path.starts_with(&format!("{n}/"))))
+    {
+        return Err(WriteError::Overlap(dir.join(top)));
+    }
+    if dir.is_dir() && holds_exactly_besides(dir, files, &nested) {
         return Ok(WriteOutcome::Unchanged);
     }
     let parent = match dir.parent() {
@@ -261,8 +273,24 @@ pub fn write_files_tree(
         fs::rename(dir, &old).map_err(io_err(dir))?;
     }
     let staged = staging.keep();
+    // Another command's output inside this tree moves into the new tree as it is.
+    let mut moved = Vec::new();
+    for n in &nested {
+        if let Err(e) = fs::rename(old.join(n), staged.join(n)) {
+            for m in &moved {
+                let _ = fs::rename(staged.join(m), old.join(m));
+            }
+            let _ = fs::rename(&old, dir);
+            let _ = fs::remove_dir_all(&staged);
+            return Err(io_err(&dir.join(n))(e));
+        }
+        moved.push(n.clone());
+    }
     if let Err(e) = fs::rename(&staged, dir) {
-        // Put the old tree back; the new one is cleaned up.
+        // Put the old tree back (with what moved out of it); the new one is cleaned up.
+        for m in &moved {
+            let _ = fs::rename(staged.join(m), old.join(m));
+        }
         if had_old {
             let _ = fs::rename(&old, dir);
         }
@@ -280,6 +308,16 @@ pub fn write_files_tree(
 /// Whether `dir` holds exactly `files` (same paths, same bytes, no other files, no
 /// directories but theirs, no symbolic links).
 pub fn holds_exactly(dir: &Path, files: &[OutputFile]) -> bool {
+    holds_exactly_besides(dir, files, &Default::default())
+}
+
+/// [`holds_exactly`], not looking into the top-level folders named in `besides` (other
+/// commands' [`nested_outputs`]).
+fn holds_exactly_besides(
+    dir: &Path,
+    files: &[OutputFile],
+    besides: &std::collections::BTreeSet<String>,
+) -> bool {
     let wanted: std::collections::BTreeMap<&str, &[u8]> = files
         .iter()
         .map(|f| (f.path.as_str(), f.contents.as_bytes()))
@@ -294,6 +332,7 @@ pub fn holds_exactly(dir: &Path, files: &[OutputFile]) -> bool {
         prefix: &str,
         wanted: &std::collections::BTreeMap<&str, &[u8]>,
         dirs: &std::collections::BTreeSet<&str>,
+        besides: &std::collections::BTreeSet<String>,
         seen: &mut usize,
     ) -> io::Result<bool> {
         for entry in fs::read_dir(dir)? {
@@ -307,8 +346,12 @@ pub fn holds_exactly(dir: &Path, files: &[OutputFile]) -> bool {
                 format!("{prefix}/{name}")
             };
             let ty = entry.file_type()?;
+            if ty.is_dir() && prefix.is_empty() && besides.contains(rel.as_str()) {
+                continue;
+            }
             if ty.is_dir() {
-                if !dirs.contains(rel.as_str()) || !visit(&entry.path(), &rel, wanted, dirs, seen)?
+                if !dirs.contains(rel.as_str())
+                    || !visit(&entry.path(), &rel, wanted, dirs, besides, seen)?
                 {
                     return Ok(false);
                 }
@@ -328,7 +371,7 @@ pub fn holds_exactly(dir: &Path, files: &[OutputFile]) -> bool {
         }
         Ok(true)
     }
-    visit(dir, "", &wanted, &dirs, &mut seen).unwrap_or(false) && seen == wanted.len()
+    visit(dir, "", &wanted, &dirs, besides, &mut seen).unwrap_or(false) && seen == wanted.len()
 }
 
 /// Removes a tree, spreading the work over the cores (removing thousands of small files
@@ -385,7 +428,12 @@ pub fn check_replaceable_by(dir: &Path, header: &str) -> Result<(), WriteError> 
     if fs::read_dir(dir).map_err(io_err(dir))?.next().is_none() {
         return Ok(());
     }
-    if is_ours_by(dir, header) {
+    let nested = nested_outputs(dir, header);
+    let only_nested = fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .filter_map(Result::ok)
+        .all(|e| e.file_name().to_str().is_some_and(|n| nested.contains(n)));
+    if is_ours_by(dir, header) || only_nested {
         Ok(())
     } else {
         Err(WriteError::NotOurs(dir.to_path_buf()))
@@ -399,6 +447,44 @@ pub fn is_ours(dir: &Path) -> bool {
 
 fn is_ours_by(dir: &Path, header: &str) -> bool {
     fs::read_to_string(dir.join("kustomization.yaml")).is_ok_and(|s| s.starts_with(header))
+}
+
+/// The first line of the top-level kustomization of every tree celld-gen writes:
+/// `render`'s and `install`'s. Each knows its own tree by it, and another's.
+const TOOL_HEADERS: [&str; 2] = [HEADER, crate::install::HEADER];
+
+/// Top-level folders of `dir` that hold the output of another celld-gen command than the
+/// one whose header is `header` (`install -o deploy/cluster` inside `render -o deploy`, or
+/// the other way round). They are not part of this tree: never compared, never removed,
+/// kept as they are when the tree is replaced, so both commands can share one folder of
+/// a GitOps repository in either order.
+pub fn nested_outputs(dir: &Path, header: &str) -> std::collections::BTreeSet<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Default::default();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            TOOL_HEADERS
+                .iter()
+                .any(|h| *h != header && is_ours_by(&e.path(), h))
+        })
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect()
+}
+
+/// [`read_tree`] without the [`nested_outputs`] of other commands: the files of the tree
+/// whose top-level kustomization starts with `header`.
+pub fn read_own_tree(dir: &Path, header: &str) -> io::Result<Vec<(String, Vec<u8>)>> {
+    let nested = nested_outputs(dir, header);
+    Ok(read_tree(dir)?
+        .into_iter()
+        .filter(|(path, _)| {
+            path.split_once('/')
+                .is_none_or(|(top, _)| !nested.contains(top))
+        })
+        .collect())
 }
 
 fn write_files(root: &Path, files: &[OutputFile]) -> Result<(), WriteError> {
