@@ -310,7 +310,10 @@ fn install_and_render_share_one_output_folder_in_either_order() {
         }
         let tree = celld_gen::output::read_tree(&deploy).unwrap();
         assert!(tree.iter().any(|(p, _)| p == "cluster/kustomization.yaml"));
-        assert!(tree.iter().any(|(p, _)| p == "ledger/persistent/statefulset.yaml"));
+        assert!(
+            tree.iter()
+                .any(|(p, _)| p == "ledger/persistent/statefulset.yaml")
+        );
         // Again, both: nothing to do, and nothing the other wrote is taken for a fleet
         // folder to remove.
         let again = render();

@@ -34,7 +34,8 @@ file, or a file beside it) patches the fleet's rendered objects after rendering
 a patch that no longer applies is an error. See docs/platform.md.
 
 Output layout (-o DIR):
-  DIR/kustomization.yaml                      every fleet folder, sorted
+  DIR/kustomization.yaml                      every namespace folder, sorted
+  DIR/<namespace>/kustomization.yaml          the namespace's fleet folders (a team's unit)
   DIR/<namespace>/<name>/kustomization.yaml   the fleet's files, sorted
   DIR/<namespace>/<name>/celldbucketreservation.yaml, celldfleet.yaml,
       networkpolicy.yaml, poddisruptionbudget.yaml, service.yaml, service-peers.yaml,

@@ -16,7 +16,8 @@
 //! | `httproute.yaml` or `ingress.yaml` | the route `<fleet>-routing` (with routing) |
 //! | `kustomization.yaml` | the files above, sorted |
 //!
-//! plus a top-level `kustomization.yaml` listing every fleet folder, sorted. Every object
+//! plus a `kustomization.yaml` per namespace folder listing its fleet folders, and a
+//! top-level one listing the namespace folders, sorted. Every object
 //! is parsed back into its typed form before it is accepted ([`roundtrip`]).
 
 pub mod context;
@@ -27,6 +28,7 @@ pub mod roundtrip;
 pub mod templates;
 pub mod yaml;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -447,7 +449,11 @@ fn render_each(
 
 fn assemble(fleets: Vec<RenderedFleet>) -> Result<Bundle, RenderError> {
     let mut files = Vec::new();
-    let mut folders = Vec::with_capacity(fleets.len());
+    // Fleets come in (namespace, name) order: each namespace's folder lists its fleets,
+    // so a team's folder builds on its own (`kubectl kustomize deploy/<namespace>`, an
+    // Argo CD Application or Flux Kustomization per team); the top level lists the
+    // namespaces.
+    let mut namespaces: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for f in &fleets {
         let folder = f.folder();
         let names: Vec<String> = f.objects.iter().map(|o| o.file.to_owned()).collect();
@@ -461,11 +467,21 @@ fn assemble(fleets: Vec<RenderedFleet>) -> Result<Bundle, RenderError> {
             path: format!("{folder}/kustomization.yaml"),
             contents: format!("{HEADER}{}", kustomization(&names)?),
         });
-        folders.push(folder);
+        namespaces
+            .entry(f.namespace.as_str())
+            .or_default()
+            .push(f.name.clone());
     }
+    for (namespace, names) in &namespaces {
+        files.push(OutputFile {
+            path: format!("{namespace}/kustomization.yaml"),
+            contents: format!("{HEADER}{}", kustomization(names)?),
+        });
+    }
+    let top: Vec<String> = namespaces.keys().map(|n| n.to_string()).collect();
     files.push(OutputFile {
         path: "kustomization.yaml".to_owned(),
-        contents: format!("{HEADER}{}", kustomization(&folders)?),
+        contents: format!("{HEADER}{}", kustomization(&top)?),
     });
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Bundle { fleets, files })
