@@ -66,7 +66,9 @@ pub struct CelldFleetSpec {
     /// Bucket profile only: `Deployment` (default) or `Ordered` (a StatefulSet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket_workload: Option<BucketWorkload>,
-    /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`.
+    /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`, or
+    /// `registry/repo:tag@sha256:<64 hex>` (the tag is kept here for people and update
+    /// bots; the members run the digest alone).
     #[schemars(pattern(f::IMAGE_DIGEST_PATTERN))]
     pub runtime_image: String,
     /// Number of members, 1..100 (default 3). Leave it out in capacity mode External: the

@@ -348,6 +348,44 @@ fn install_and_render_share_one_output_folder_in_either_order() {
     }
 }
 
+/// The healer image is pinned by digest (a tag beside it is dropped from the rendering);
+/// a tag alone only with --allow-tag.
+#[test]
+fn install_pins_the_healer_image_by_digest() {
+    let digest = "4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b";
+    let out = run(&[
+        "install",
+        "--stdout",
+        "--image",
+        "ghcr.io/x/celld-healer:latest",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is not pinned by digest"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    let out = run(&[
+        "install",
+        "--stdout",
+        "--image",
+        "ghcr.io/x/celld-healer:latest",
+        "--allow-tag",
+    ]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("image: \"ghcr.io/x/celld-healer:latest\""));
+    let tagged = format!("ghcr.io/x/celld-healer:v1@sha256:{digest}");
+    let out = run(&["install", "--stdout", "--image", &tagged]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "image: \"ghcr.io/x/celld-healer@sha256:{digest}\""
+        )),
+        "the digest alone is rendered"
+    );
+}
+
 #[test]
 fn two_fleets_with_one_identity_or_bucket_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -280,10 +280,22 @@ pub fn image_problem(image: &str) -> Option<&'static str> {
     if !host_ok || !port_ok {
         return Some("the image must start with a registry host, e.g. ghcr.io/owner/celld");
     }
-    for component in &path {
-        if component.contains(':') {
-            return Some("a tag and a digest together are ambiguous; keep only the digest");
-        }
+    let last = path.len() - 1;
+    for (i, component) in path.iter().enumerate() {
+        // `repo:tag@sha256:…` (what Renovate and Dependabot write): the tag is a label
+        // for people, the digest is what runs (see `pinned_image`).
+        let component = match component.split_once(':') {
+            Some((repo, tag)) if i == last => {
+                if !is_image_tag(tag) {
+                    return Some(
+                        "the tag before the digest must be 1 to 128 letters, digits, `_`, `.` or `-`, not starting with `.` or `-`",
+                    );
+                }
+                repo
+            }
+            Some(_) => return Some("only the last path component may carry a tag"),
+            None => component,
+        };
         let ok = !component.is_empty()
             && component.bytes().all(|b| {
                 b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
@@ -297,6 +309,30 @@ pub fn image_problem(image: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// An image tag: 1 to 128 of `[A-Za-z0-9_.-]`, not starting with `.` or `-`.
+fn is_image_tag(tag: &str) -> bool {
+    (1..=128).contains(&tag.len())
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && !tag.starts_with(['.', '-'])
+}
+
+/// The reference that runs: a valid `registry/repo[:tag]@sha256:<hex>` without its tag
+/// (the digest alone decides the image; a tag beside it is for people and update bots).
+pub fn pinned_image(image: &str) -> String {
+    let Some((name, digest)) = image.split_once("@sha256:") else {
+        return image.to_string();
+    };
+    let (dir, last) = name.rsplit_once('/').unwrap_or(("", name));
+    let repo = last.split_once(':').map_or(last, |(r, _)| r);
+    if dir.is_empty() {
+        format!("{repo}@sha256:{digest}")
+    } else {
+        format!("{dir}/{repo}@sha256:{digest}")
+    }
 }
 
 /// A Kubernetes quantity as a number of base units, or `None` if it doesn't parse.

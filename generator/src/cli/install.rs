@@ -69,9 +69,15 @@ pub struct InstallArgs {
     /// flag that disagrees with it is an error). [default: celld-system]
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
-    /// Healer image (pin it by digest in production).
+    /// Healer image, pinned by digest: `registry/repo@sha256:<64 hex>` (a tag beside the
+    /// digest is fine). A tag alone is refused unless --allow-tag. [default: the release
+    /// tag of this celld-gen]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Accept an --image without a digest (a tag can move: each healer replica would run
+    /// whatever it points to when it starts). For trying things out only.
+    #[arg(long)]
+    pub allow_tag: bool,
     /// Healer replicas (of each shard): one leads, the others wait with warm caches.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub replicas: i32,
@@ -143,12 +149,28 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
             problems.push(format!("{flag} is not an image reference"));
         }
     }
+    if let Some(image) = args.image.as_deref().filter(|i| !i.is_empty()) {
+        let pinned = image.contains("@sha256:");
+        match crate::api::validate::formats::image_problem(image) {
+            _ if !pinned && args.allow_tag => {}
+            None => {}
+            Some(_) if !pinned => problems.push(format!(
+                "--image {image} is not pinned by digest: a tag can move, and each healer replica would run whatever it points to when it starts; pin it (registry/repo@sha256:<64 hex>, a tag beside the digest is fine), or pass --allow-tag to try things out"
+            )),
+            Some(p) => problems.push(format!("--image {image}: {p}")),
+        }
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
     Ok(InstallOptions {
         namespace,
-        image: args.image.clone().unwrap_or(defaults.image),
+        // The digest alone is what runs; a tag beside it is for people.
+        image: args
+            .image
+            .as_deref()
+            .map(crate::api::validate::formats::pinned_image)
+            .unwrap_or(defaults.image),
         replicas: args.replicas,
         shards: args.shards,
         watch_namespaces: {

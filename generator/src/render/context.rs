@@ -394,7 +394,7 @@ impl FleetContext {
                 zones: spec.placement.zones.clone(),
                 zone_count: spec.placement.zones.len(),
                 strict: spec.placement_mode() == PlacementMode::Strict,
-                image: spec.runtime_image.clone(),
+                image: crate::api::validate::formats::pinned_image(&spec.runtime_image),
                 cpu_request: spec.cpu_request().to_owned(),
                 cpu_limit: spec.cpu_limit().map(str::to_owned),
                 memory_request: spec.memory_request().to_owned(),

@@ -287,13 +287,36 @@ fn runtime_image_is_digest_pinned_and_not_stock() {
         "spec.runtimeImage",
         "pinned by digest",
     );
+    // `repo:tag@sha256:…`, as Renovate and Dependabot write it, is accepted; the
+    // members run the digest alone (render/context.rs, `pinned_image`).
+    assert_eq!(
+        check(&replace(
+            &tagged,
+            &format!("runtimeImage: ghcr.io/ewhauser/celld:v0.6.1-ewhauser.3@sha256:{DIGEST}"),
+        )),
+        vec![]
+    );
+    assert_eq!(
+        celld_api::validate::formats::pinned_image(&format!(
+            "registry.example.com:5000/mirror/celld:v1@sha256:{DIGEST}"
+        )),
+        format!("registry.example.com:5000/mirror/celld@sha256:{DIGEST}")
+    );
     fails(
         &replace(
             &tagged,
-            &format!("runtimeImage: ghcr.io/ewhauser/celld:v1@sha256:{DIGEST}"),
+            &format!("runtimeImage: ghcr.io/ewhauser:v1/celld@sha256:{DIGEST}"),
         ),
         "spec.runtimeImage",
-        "tag and a digest",
+        "only the last path component",
+    );
+    fails(
+        &replace(
+            &tagged,
+            &format!("runtimeImage: ghcr.io/ewhauser/celld:-v1@sha256:{DIGEST}"),
+        ),
+        "spec.runtimeImage",
+        "the tag before the digest",
     );
     fails(
         &replace(

@@ -59,6 +59,7 @@ async fn matrix(env: &mut Env, cluster_scoped: &mut Vec<(String, String)>) -> Re
             args(&[
                 "--image",
                 "registry.example/celld-healer:test",
+                "--allow-tag",
                 "--replicas",
                 "1",
                 "--repo-url",
