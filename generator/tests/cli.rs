@@ -32,17 +32,18 @@ fn example(name: &str) -> PathBuf {
 fn init_args(profile: ProfileArg) -> InitArgs {
     InitArgs {
         name: "alpha".into(),
-        namespace: "apps".into(),
-        profile,
-        bucket: "alpha-cells".into(),
-        region: "us-east-1".into(),
+        from: None,
+        namespace: Some("apps".into()),
+        profile: Some(profile),
+        bucket: Some("alpha-cells".into()),
+        region: Some("us-east-1".into()),
         zones: vec!["a".into(), "b".into(), "us-east-1c".into()],
-        image: IMAGE.into(),
+        image: Some(IMAGE.into()),
         storage_class: (profile == ProfileArg::PersistentFleet).then(|| "gp3".into()),
         size_gib: None,
         bucket_workload: None,
         members: None,
-        service_account: "default".into(),
+        service_account: None,
         prefix: None,
         placement: None,
         output: None,
@@ -384,6 +385,70 @@ fn install_pins_the_healer_image_by_digest() {
         )),
         "the digest alone is rendered"
     );
+}
+
+/// `init --from FILE NAME`: every setting of FILE's fleet but the name, the identity
+/// and the storage; the result checks, and renders beside its source.
+#[test]
+fn init_from_makes_a_fleet_like_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let ordered = example("bucket-ordered.yaml");
+    let out = run(&["init", "orders-eu", "--from", ordered.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let made = dir.path().join("orders-eu.yaml");
+    fs::write(&made, &out.stdout).unwrap();
+    let source = load_str(&ordered, &fs::read_to_string(&ordered).unwrap()).unwrap();
+    let copy = load_str(&made, &text(&out.stdout)).unwrap();
+    assert_ne!(copy.spec.identity, source.spec.identity);
+    assert_eq!(copy.spec.storage.bucket, source.spec.storage.bucket);
+    assert_eq!(copy.spec.storage.prefix.as_deref(), Some("orders-eu"));
+    assert_eq!(copy.spec.placement, source.spec.placement);
+    assert_eq!(copy.spec.runtime_image, source.spec.runtime_image);
+    assert_eq!(copy.metadata.namespace, source.metadata.namespace);
+    let both = run(&[
+        "render",
+        ordered.to_str().unwrap(),
+        made.to_str().unwrap(),
+        "-o",
+        dir.path().join("deploy").to_str().unwrap(),
+    ]);
+    assert!(both.status.success(), "{}", text(&both.stderr));
+
+    // A source that uses its whole bucket: a bucket of its own is needed.
+    let persistent = example("persistent.yaml");
+    let p = persistent.to_str().unwrap();
+    let out = run(&["init", "ledger-eu", "--from", p]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("pass --bucket"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    let out = run(&["init", "ledger-eu", "--from", p, "--prefix", "eu"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("overlaps"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "init",
+        "ledger-eu",
+        "--from",
+        p,
+        "--bucket",
+        "ledger-eu-cells",
+        "-n",
+        "ledger-eu",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let copy = load_str(Path::new("x.yaml"), &text(&out.stdout)).unwrap();
+    assert_eq!(copy.metadata.namespace.as_deref(), Some("ledger-eu"));
+    assert_eq!(copy.spec.storage.bucket, "ledger-eu-cells");
+    // Settings come from FILE, not from flags.
+    let out = run(&["init", "x", "--from", p, "--profile", "Bucket"]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

@@ -25,6 +25,9 @@ Examples:
   celld-gen init maps --namespace geo --profile Bucket --bucket geo-maps \\
       --region us-central1 --zones a,b,c --endpoint https://storage.googleapis.com \\
       --credentials-secret gcs-hmac --image ghcr.io/ewhauser/celld@sha256:<64 hex>
+  # A fleet like another: its settings, a new name, identity and bucket (or prefix).
+  celld-gen init ledger-v2 --from fleets/ledger.yaml --bucket ledger-v2-cells \\
+      -o fleets/ledger-v2.yaml
   # On premises, MinIO: zones are any node label value, not checked against the region.
   celld-gen init lab --namespace lab --profile Bucket --bucket lab-cells \\
       --region us-east-1 --zones rack-1,rack-2,rack-3 --zone-format Any \\
@@ -54,26 +57,39 @@ pub struct InitArgs {
     /// Fleet name: a DNS label of at most 40 characters.
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// Namespace of the fleet.
-    #[arg(long, short = 'n')]
-    pub namespace: String,
+    /// Make a fleet like the one in FILE: every setting kept but the name, a fresh
+    /// identity, and a bucket or prefix of its own (--bucket, --prefix, or a prefix named
+    /// after the new fleet when FILE's fleet has one); --namespace may change too.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "profile", "region", "zones", "zone_format", "endpoint", "credentials_secret",
+            "image", "storage_class", "size_gib", "bucket_workload", "members",
+            "service_account", "placement",
+        ]
+    )]
+    pub from: Option<PathBuf>,
+    /// Namespace of the fleet (with --from: default, the same as FILE's).
+    #[arg(long, short = 'n', required_unless_present = "from")]
+    pub namespace: Option<String>,
     /// `Bucket` (members keep nothing locally) or `PersistentFleet` (each member owns a
     /// disk).
-    #[arg(long, value_enum, ignore_case = true)]
-    pub profile: ProfileArg,
+    #[arg(long, value_enum, ignore_case = true, required_unless_present = "from")]
+    pub profile: Option<ProfileArg>,
     /// The bucket the fleet uses (reserved to this fleet for ever).
-    #[arg(long)]
-    pub bucket: String,
+    #[arg(long, required_unless_present = "from")]
+    pub bucket: Option<String>,
     /// The bucket's region: AWS (`us-east-1`); with --endpoint also Google Cloud
     /// (`us-central1`) or Azure (`eastus`).
-    #[arg(long)]
-    pub region: String,
+    #[arg(long, required_unless_present = "from")]
+    pub region: Option<String>,
     /// Zones, comma-separated: full names (`us-east-1a`, `us-central1-a`, `eastus-1`) or
     /// the short form appended to the region (`a,b,c`; `1,2,3` for Azure).
     #[arg(
         long,
         value_delimiter = ',',
-        required = true,
+        required_unless_present = "from",
         num_args = 1..,
         long_help = zones_long_help()
     )]
@@ -90,8 +106,8 @@ pub struct InitArgs {
     #[arg(long, value_name = "NAME", requires = "endpoint")]
     pub credentials_secret: Option<String>,
     /// The celld image, pinned by digest: `registry/repo@sha256:<64 hex>`.
-    #[arg(long)]
-    pub image: String,
+    #[arg(long, required_unless_present = "from")]
+    pub image: Option<String>,
     /// StorageClass of member disks (required for PersistentFleet, refused for Bucket).
     #[arg(long, required_if_eq("profile", "PersistentFleet"))]
     pub storage_class: Option<String>,
@@ -104,9 +120,9 @@ pub struct InitArgs {
     /// Number of members [default: 3, or the number of zones if larger].
     #[arg(long)]
     pub members: Option<i32>,
-    /// ServiceAccount the members run as (no token is mounted).
-    #[arg(long, default_value = "default")]
-    pub service_account: String,
+    /// ServiceAccount the members run as (no token is mounted) [default: default].
+    #[arg(long)]
+    pub service_account: Option<String>,
     /// Key prefix inside the bucket.
     #[arg(long)]
     pub prefix: Option<String>,
@@ -245,7 +261,7 @@ fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Erro
         .map(|z| match args.zone_format {
             // Free-form zones are taken as written: `a` may be a real zone name there.
             Some(ZoneFormatArg::Any) => z.to_owned(),
-            _ => celld_api::validate::formats::expand_zone(z, &args.region),
+            _ => celld_api::validate::formats::expand_zone(z, args.region.as_deref().unwrap_or("")),
         })
         .collect();
     let members = args
@@ -254,21 +270,21 @@ fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Erro
     let ctx = minijinja::context! {
         fleet_api_version => labels::API_VERSION,
         name => &args.name,
-        namespace => &args.namespace,
+        namespace => args.namespace.as_deref().unwrap_or(""),
         identity => identity,
         profile => match args.profile {
-            ProfileArg::Bucket => "Bucket",
-            ProfileArg::PersistentFleet => "PersistentFleet",
+            Some(ProfileArg::Bucket) => "Bucket",
+            Some(ProfileArg::PersistentFleet) | None => "PersistentFleet",
         },
         bucket_workload => args.bucket_workload.map(|w| match w {
             WorkloadArg::Deployment => "Deployment",
             WorkloadArg::Ordered => "Ordered",
         }),
-        image => &args.image,
+        image => args.image.as_deref().unwrap_or(""),
         members => members,
-        service_account => &args.service_account,
-        bucket => &args.bucket,
-        region => &args.region,
+        service_account => args.service_account.as_deref().unwrap_or("default"),
+        bucket => args.bucket.as_deref().unwrap_or(""),
+        region => args.region.as_deref().unwrap_or(""),
         prefix => &args.prefix,
         endpoint => &args.endpoint,
         credentials_secret => &args.credentials_secret,
@@ -288,10 +304,15 @@ fn fleet_body(args: &InitArgs, identity: &str) -> Result<String, minijinja::Erro
 }
 
 pub fn run(args: InitArgs) -> u8 {
-    let text = match fleet_file(&args, &new_identity()) {
+    let made = match &args.from {
+        Some(from) => super::init_from::fleet_file_from(&args, from, &new_identity())
+            .map_err(|e| e.to_string()),
+        None => fleet_file(&args, &new_identity()).map_err(|e| format!("{e:#}")),
+    };
+    let text = match made {
         Ok(t) => t,
         Err(e) => {
-            let _ = writeln!(anstream::stderr(), "error: {e:#}");
+            let _ = writeln!(anstream::stderr(), "error: {e}; nothing was printed");
             return FAILED;
         }
     };

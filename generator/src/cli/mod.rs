@@ -3,6 +3,7 @@
 mod check;
 mod diff;
 mod init;
+mod init_from;
 mod install;
 mod meta;
 mod render;
