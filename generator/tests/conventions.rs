@@ -113,6 +113,91 @@ fn completion_scripts_for_each_shell() {
     assert!(text(&out.stderr).contains("invalid value 'tcsh'"));
 }
 
+/// The completion scripts, run in the shells themselves: bash (the system's), zsh and
+/// fish (Debian's packages, fetched by `tests/shells/fetch.sh` into target/shells). Each
+/// completes a subcommand, that subcommand's flags, and never the hidden `crds`.
+#[test]
+fn completion_works_in_bash_zsh_and_fish() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let fetched = Command::new("bash")
+        .arg(root.join("tests/shells/fetch.sh"))
+        .output()
+        .unwrap();
+    assert!(fetched.status.success(), "{}", text(&fetched.stderr));
+    let env: std::collections::BTreeMap<String, String> = text(&fetched.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let script = |shell: &str, file: &str| {
+        let out = run(&["completion", shell]);
+        assert!(out.status.success());
+        let p = dir.path().join(file);
+        std::fs::write(&p, &out.stdout).unwrap();
+        p
+    };
+    let bash = script("bash", "celld-gen.bash");
+    let fish = script("fish", "celld-gen.fish");
+    script("zsh", "_celld-gen");
+    // Each shell's candidates for a line, sorted.
+    let complete = |shell: &str, line: &str| -> Vec<String> {
+        let out = match shell {
+            "bash" => {
+                let words: Vec<&str> = line.split(' ').collect();
+                let prog = format!(
+                    "source {}; COMP_WORDS=({}); COMP_CWORD={}; _celld__gen celld-gen {} {}; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+                    bash.display(),
+                    line,
+                    words.len() - 1,
+                    words[words.len() - 1],
+                    words[words.len() - 2],
+                );
+                Command::new("bash").args(["-c", &prog]).output().unwrap()
+            }
+            "fish" => Command::new(&env["FISH"])
+                .args([
+                    "-c",
+                    &format!("source {}; complete -C '{line}'", fish.display()),
+                ])
+                .env("LD_LIBRARY_PATH", &env["LIBS"])
+                .output()
+                .unwrap(),
+            _ => Command::new(&env["ZSH"])
+                .arg("-f")
+                .arg(root.join("tests/shells/zsh-complete.zsh"))
+                .args([&env["ZSH_MODULES"], &env["ZSH_FUNCTIONS"]])
+                .arg(dir.path())
+                .arg(line)
+                .output()
+                .unwrap(),
+        };
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let mut words: Vec<String> = text(&out.stdout)
+            .lines()
+            .map(|l| l.split('\t').next().unwrap_or("").trim().to_string())
+            .filter(|w| !w.is_empty())
+            .collect();
+        words.sort();
+        words.dedup();
+        words
+    };
+    for shell in ["bash", "zsh", "fish"] {
+        assert_eq!(complete(shell, "celld-gen re"), ["render"], "{shell}");
+        assert_eq!(
+            complete(shell, "celld-gen render --allow-r"),
+            ["--allow-removal"],
+            "{shell}: a subcommand's flags"
+        );
+        let c = complete(shell, "celld-gen c");
+        assert!(c.contains(&"check".to_string()), "{shell}: {c:?}");
+        assert!(
+            !c.contains(&"crds".to_string()),
+            "{shell}: hidden `crds` offered: {c:?}"
+        );
+    }
+}
+
 #[test]
 fn man_page_is_roff_from_the_help() {
     let out = run(&["man"]);
