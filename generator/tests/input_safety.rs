@@ -473,7 +473,8 @@ fn check_against_names_immutable_changes_and_what_to_do() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let o = text(&out.stdout);
     assert!(
-        o.contains("fleets/persistent.yaml: ledger/persistent: spec.storage.bucket: changed from `ledger-cells` to `ledger-cells-v2`")
+        // At the field's line and column, as validation problems are.
+        o.contains("fleets/persistent.yaml:15:13: ledger/persistent: spec.storage.bucket: changed from `ledger-cells` to `ledger-cells-v2`")
             && o.contains("the API server refuses the change, so the Argo CD or Flux sync fails")
             && o.contains("Instead: revert the change"),
         "{o}"
@@ -483,6 +484,38 @@ fn check_against_names_immutable_changes_and_what_to_do() {
         text(&out.stderr).contains("2 fleets valid, but 2 dangerous edits against deploy"),
         "{}",
         text(&out.stderr)
+    );
+    // GitHub annotations and JSON findings point at the field too.
+    let out = run_in(
+        dir.path(),
+        &[
+            "check",
+            "fleets",
+            "--against",
+            "deploy",
+            "--format",
+            "github",
+        ],
+    );
+    let o = text(&out.stdout);
+    assert!(
+        o.contains("::error file=fleets/persistent.yaml,line=15,col=13,"),
+        "{o}"
+    );
+    let out = run_in(
+        dir.path(),
+        &["check", "fleets", "--against", "deploy", "--format", "json"],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bucket = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "spec.storage.bucket")
+        .unwrap();
+    assert_eq!(
+        (bucket["line"].as_u64(), bucket["column"].as_u64()),
+        (Some(15), Some(13))
     );
     // Without --against, the same fleets are valid.
     let out = run_in(dir.path(), &["check", "fleets"]);
@@ -538,7 +571,7 @@ fn identity_changes_renames_and_workload_switches_are_named() {
     assert_eq!(out.status.code(), Some(1));
     let o = text(&out.stdout);
     assert!(
-        o.contains("ledger/persistent: metadata: renamed to ledger/persistent-v2 with the same identity: to Kubernetes this is a new fleet and a deleted one"),
+        o.contains("fleets/persistent.yaml:6:9: ledger/persistent: metadata.name: renamed to ledger/persistent-v2 with the same identity: to Kubernetes this is a new fleet and a deleted one"),
         "{o}"
     );
 

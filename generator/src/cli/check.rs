@@ -222,9 +222,14 @@ pub fn run(args: CheckArgs) -> u8 {
         ));
     }
     // Dangerous edits are problems of their fleet file in every format.
+    // At the field's line and column in the fleet's file (whole file when unknown).
     let edits: Vec<Diagnostic> = findings
         .iter()
-        .map(|f| Diagnostic::whole_file(&f.file, f.to_string(), ""))
+        .map(|f| Diagnostic {
+            line: f.line,
+            column: f.column,
+            ..Diagnostic::whole_file(&f.file, f.to_string(), "")
+        })
         .collect();
     let diags = &diags[..];
     let fleets = result.as_ref().map_or(0, |(f, _)| f.len());
@@ -248,11 +253,13 @@ pub fn run(args: CheckArgs) -> u8 {
         Format::Text => diags
             .iter()
             .map(|d| format!("{d}\n"))
-            .chain(
-                findings
-                    .iter()
-                    .map(|f| format!("{}: {f}\n", f.file.display())),
-            )
+            .chain(findings.iter().map(|f| {
+                if f.line > 0 {
+                    format!("{}:{}:{}: {f}\n", f.file.display(), f.line, f.column)
+                } else {
+                    format!("{}: {f}\n", f.file.display())
+                }
+            }))
             .collect(),
         Format::Github => diags.iter().chain(&edits).map(github_annotation).collect(),
         Format::Junit => {

@@ -50,6 +50,11 @@ pub struct Finding {
     pub message: String,
     /// What to do instead.
     pub instead: String,
+    /// Line of the field in `file` (of the fleet's own document), 0 when it cannot be
+    /// read there (standard input, a field the file leaves out: then its section's).
+    pub line: usize,
+    /// Column of the field, 0 likewise.
+    pub column: usize,
 }
 
 impl std::fmt::Display for Finding {
@@ -181,12 +186,19 @@ pub fn findings(
                     fleet: name.clone(),
                     file: moved.path.clone(),
                     kind: FindingKind::Renamed,
-                    field: "metadata".to_owned(),
+                    field: if moved.fleet.metadata.name == was.metadata.name {
+                        "metadata.namespace"
+                    } else {
+                        "metadata.name"
+                    }
+                    .to_owned(),
                     message: format!(
                         "renamed to {} with the same identity: to Kubernetes this is a new fleet and a deleted one. A pruning sync deletes {name} (its deletion protection blocks that while set) and the new fleet's bucket reservation is refused, because the existing one is immutable and names {name}",
                         folder(&moved.fleet)
                     ),
                     instead: "a fleet cannot be renamed or moved to another namespace: keep its namespace and name; for a fleet under another name, add a new fleet with `celld-gen init` (new identity and bucket or prefix)".to_owned(),
+                    line: 0,
+                    column: 0,
                 }),
                 None if protected(was) => out.push(Finding {
                     fleet: name.clone(),
@@ -195,6 +207,8 @@ pub fn findings(
                     field: "spec.deletionProtection".to_owned(),
                     message: "deleted while its deletion protection is on: the admission policy keeps the CelldFleet and its disks, so the removal does nothing but leave the fleet out of Git".to_owned(),
                     instead: format!("restore the fleet file; to delete the fleet, {REMOVE_IN_ORDER}"),
+                    line: 0,
+                    column: 0,
                 }),
                 None => out.push(Finding {
                     fleet: name.clone(),
@@ -203,6 +217,8 @@ pub fn findings(
                     field: String::new(),
                     message: "deleted: its folder leaves the output, so a pruning sync (Argo CD `prune: true`, Flux `prune: true`) deletes the fleet".to_owned(),
                     instead: "if the fleet file was renamed, skipped or lost, restore it; to delete the fleet on purpose, pass --allow-removal (with deletion protection on, the fleet is kept until deletionProtection: false is synced first)".to_owned(),
+                    line: 0,
+                    column: 0,
                 }),
             }
             continue;
@@ -236,6 +252,8 @@ pub fn findings(
                         show(&b)
                     ),
                     instead: NEW_FLEET_INSTEAD.to_owned(),
+                    line: 0,
+                    column: 0,
                 });
             }
         }
@@ -253,9 +271,47 @@ pub fn findings(
                     kinds(now_sts)
                 ),
                 instead: "keep the workload kind; if the switch is wanted, do it in a maintenance window".to_owned(),
+                line: 0,
+                column: 0,
             });
         }
     }
+    for f in &mut out {
+        (f.line, f.column) = position(f);
+    }
     out.sort();
     out
+}
+
+/// Where a finding's field is in its file: the fleet's own document (by namespace and
+/// name) located like a validation problem, so GitHub annotations and JUnit point at the
+/// line a reviewer must look at. `(0, 0)` when the file cannot be read again.
+fn position(f: &Finding) -> (usize, usize) {
+    let Ok(text) = std::fs::read_to_string(&f.file) else {
+        return (0, 0);
+    };
+    let Ok(docs) = celld_api::validate::yaml::parse(&text) else {
+        return (0, 0);
+    };
+    let (namespace, name) = f.fleet.split_once('/').unwrap_or(("", &f.fleet));
+    let of = |doc: &celld_api::validate::yaml::Node, key: &str| {
+        doc.get("metadata")
+            .and_then(|m| m.get(key))
+            .and_then(celld_api::validate::yaml::Node::as_str)
+            .map(str::to_owned)
+    };
+    let doc = docs
+        .iter()
+        .find(|d| {
+            d.get("kind").and_then(|k| k.as_str()) == Some("CelldFleet")
+                && of(d, "namespace").as_deref() == Some(namespace)
+                && of(d, "name").as_deref() == Some(name)
+        })
+        .or_else(|| {
+            docs.iter()
+                .find(|d| d.get("kind").and_then(|k| k.as_str()) == Some("CelldFleet"))
+        });
+    let Some(doc) = doc else { return (0, 0) };
+    let pos = celld_api::validate::rules::locate(doc, &f.field);
+    (pos.line, pos.column)
 }
