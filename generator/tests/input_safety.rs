@@ -460,6 +460,32 @@ fn rendered_then_edited(edit: impl Fn(String) -> String) -> tempfile::TempDir {
     dir
 }
 
+/// A new fleet file that reuses a committed fleet's bucket is the one blamed, even when
+/// it sorts before the untouched file: against the committed render, the new or changed
+/// fleet is reported (without a render to compare, the later file is).
+#[test]
+fn a_collision_is_blamed_on_the_file_that_changed() {
+    let dir = rendered_then_edited(|s| s);
+    let copy = fs::read_to_string(dir.path().join("fleets/persistent.yaml"))
+        .unwrap()
+        .replace("name: persistent", "name: aa-copy")
+        .replace("ylwg20pyt4vrb3ipxmqm77b6in", "aaaaaaaaaaaaaaaaaaaaaaaaaa");
+    fs::write(dir.path().join("fleets/aa-copy.yaml"), copy).unwrap();
+    for args in [
+        &["check", "fleets", "--against", "deploy"][..],
+        &["render", "fleets", "-o", "deploy"][..],
+    ] {
+        let out = run_in(dir.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            all.contains("fleets/aa-copy.yaml:") && all.contains("spec.storage.bucket: bucket `ledger-cells` overlaps the storage of the fleet in fleets/persistent.yaml"),
+            "{args:?}: {all}"
+        );
+        assert!(!all.contains("fleets/persistent.yaml:"), "{args:?}: {all}");
+    }
+}
+
 #[test]
 fn check_against_names_immutable_changes_and_what_to_do() {
     let dir = rendered_then_edited(|s| {

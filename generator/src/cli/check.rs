@@ -127,6 +127,11 @@ pub(super) fn load_and_render(
         paths,
         &Options {
             exclude: exclude.iter().map(|p| p.to_path_buf()).collect(),
+            established: exclude
+                .iter()
+                .flat_map(|d| dangerous::rendered_fleets(d))
+                .map(|(folder, (_, fleet))| (folder, fleet))
+                .collect(),
         },
     );
     if verbose {

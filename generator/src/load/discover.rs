@@ -19,6 +19,11 @@ pub struct Options {
     /// Folders never read as input (the `-o` folder of `render` and `diff`, the DIR of
     /// `check --against`), even when they lie below a searched directory.
     pub exclude: Vec<PathBuf>,
+    /// The fleets already rendered (in the output or `--against` folder), by
+    /// `<namespace>/<name>`: when a fleet collides with another (a copied file: same
+    /// identity, bucket or name), the problem is reported on the one that is new or
+    /// changed against this rendering, the file a change brought.
+    pub established: std::collections::BTreeMap<String, crate::api::CelldFleet>,
 }
 
 /// A file to read.

@@ -51,7 +51,7 @@ pub fn load(paths: &[PathBuf], options: &Options) -> Loaded {
             Err(d) => errors.push(d),
         }
     }
-    let mut result = crate::validate::load_sources(&texts, &mut skipped);
+    let mut result = crate::validate::load_sources_with(&texts, &mut skipped, &options.established);
     if !errors.is_empty() {
         if let Err(more) = result {
             errors.extend(more);

@@ -282,6 +282,18 @@ pub fn load_sources(
     sources: &[Source],
     skipped: &mut Vec<Skipped>,
 ) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
+    load_sources_with(sources, skipped, &Default::default())
+}
+
+/// [`load_sources`], reporting a collision between fleets on the one that is new or
+/// changed against `established` (the fleets already rendered, by
+/// `<namespace>/<name>`), whatever the file order: the file a pull request adds or
+/// changes is the one blamed, not an untouched one that happens to sort after it.
+pub fn load_sources_with(
+    sources: &[Source],
+    skipped: &mut Vec<Skipped>,
+    established: &BTreeMap<String, crate::api::CelldFleet>,
+) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
     let mut parsed = Vec::new();
     let mut patch_sets = Vec::new();
     let mut errors = Vec::new();
@@ -304,6 +316,19 @@ pub fn load_sources(
             Err(e) => errors.extend(e),
         }
     }
+    // Unchanged fleets first (a stable sort keeps file order otherwise): a collision is
+    // reported on the later of two fleets.
+    parsed.sort_by_key(|p| {
+        let m = &p.fleet.metadata;
+        let folder = format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or(""),
+            m.name.as_deref().unwrap_or("")
+        );
+        established
+            .get(&folder)
+            .is_none_or(|was| was.spec != p.fleet.spec)
+    });
     errors.extend(cross_check(&parsed));
     // Every patch names a fleet among the inputs: one for a fleet that is not there
     // (renamed, or its file left out) is an error, never dropped.
