@@ -21,9 +21,12 @@ Examples:
   celld-gen install --shards 3 -o deploy/cluster/        # three healers, a third of the fleets each
   celld-gen install --namespace ops -o deploy/cluster/   # then: render --healer-namespace ops
   export CELLD_GEN_HEALER_NAMESPACE=ops                  # or set it once for both
+  celld-gen install --options-from deploy/cluster/celld-gen-install.yaml -o deploy/cluster/
+                                                # again, with the options the bundle recorded
 
 Output layout (-o DIR):
   DIR/kustomization.yaml                  the cluster objects below, sorted
+  DIR/celld-gen-install.yaml              the options the bundle was made with (not applied)
   DIR/crds/                               CelldFleet and CelldBucketReservation CRDs
   DIR/admission/                          ValidatingAdmissionPolicies (and bindings):
                                           no CelldFleet is deleted while its
@@ -113,6 +116,42 @@ pub struct InstallArgs {
     /// `sh` on its PATH.
     #[arg(long, value_name = "IMAGE")]
     pub cmp_image: Option<String>,
+    /// Render with the options recorded in FILE, the `celld-gen-install.yaml` every
+    /// bundle holds (after an upgrade of celld-gen: the same bundle, from the new
+    /// release). The options themselves are then not given as flags.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "namespace", "image", "allow_tag", "replicas", "shards", "watch_namespace",
+            "member_replacement_delay", "repo_url", "repo_path", "cmp_image",
+        ]
+    )]
+    pub options_from: Option<PathBuf>,
+}
+
+/// The flags a record stands for: the recorded options go through the same checks as
+/// flags do (the image was pinned, or --allow-tag was given, when it was recorded).
+fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, Vec<String>> {
+    let fail = |e: String| vec![format!("{}: {e}", path.display())];
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let r = install::record::Record::parse(&text).map_err(fail)?;
+    let delay = r.delay().map_err(fail)?;
+    Ok(InstallArgs {
+        output: args.output.clone(),
+        stdout: args.stdout,
+        namespace: Some(r.namespace),
+        allow_tag: !r.image.contains("@sha256:"),
+        image: Some(r.image),
+        replicas: r.replicas,
+        shards: r.shards,
+        watch_namespace: r.watch_namespace,
+        member_replacement_delay: delay,
+        repo_url: Some(r.repo_url),
+        repo_path: Some(r.repo_path),
+        cmp_image: Some(r.cmp_image),
+        options_from: None,
+    })
 }
 
 /// The options, or every problem with the flags.
@@ -190,17 +229,27 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
     })
 }
 
+/// Prints the problems that stop an install; nothing is written.
+fn refuse(problems: Vec<String>) -> u8 {
+    let mut err = anstream::stderr().lock();
+    for p in problems {
+        let _ = writeln!(err, "error: {p}");
+    }
+    let _ = writeln!(err, "nothing was written");
+    FAILED
+}
+
 pub fn run(args: InstallArgs) -> u8 {
+    let args = match &args.options_from {
+        None => args,
+        Some(path) => match recorded(&args, path) {
+            Ok(a) => a,
+            Err(problems) => return refuse(problems),
+        },
+    };
     let opts = match options(&args) {
         Ok(o) => o,
-        Err(problems) => {
-            let mut err = anstream::stderr().lock();
-            for p in problems {
-                let _ = writeln!(err, "error: {p}");
-            }
-            let _ = writeln!(err, "nothing was written");
-            return FAILED;
-        }
+        Err(problems) => return refuse(problems),
     };
     let files = install::render(&opts);
     match &args.output {

@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod argocd_cmp;
 mod healer;
+pub mod record;
 
 use celld_api::rbac;
 
@@ -423,6 +424,7 @@ pub fn render(o: &InstallOptions) -> Vec<File> {
             "resources": resources,
         })),
     );
+    files.insert(record::RECORD_FILE.into(), record::Record::of(o).text());
     files.insert(
         "argocd/application.yaml".into(),
         yaml(&argocd_application(o)),

@@ -38,6 +38,7 @@ fn every_object_round_trips_through_its_type() {
         if !f.path.ends_with(".yaml")
             || f.path.starts_with("argocd/")
             || f.path.starts_with("flux/")
+            || f.path == super::record::RECORD_FILE
         {
             continue;
         }
@@ -865,4 +866,33 @@ fn argocd_plugin_renders_celld_gen_for_the_healers_namespace() {
         cm["metadata"]["name"]
     );
     assert_eq!(config["name"], pod["volumes"][0]["name"]);
+}
+
+/// The bundle records its options, and the record reads back as the same options
+/// (`install --options-from` renders the same bundle again).
+#[test]
+fn the_bundle_records_its_options() {
+    use super::record::{RECORD_FILE, Record};
+    let o = InstallOptions {
+        shards: 3,
+        watch_namespaces: vec!["a".into(), "b".into()],
+        member_replacement_delay: std::time::Duration::from_secs(90),
+        ..InstallOptions::default()
+    };
+    let files = render(&o);
+    let record = files
+        .iter()
+        .find(|f| f.path == RECORD_FILE)
+        .expect("a record");
+    assert!(record.text.starts_with(super::HEADER));
+    let back = Record::parse(&record.text).unwrap();
+    assert_eq!(back, Record::of(&o));
+    assert_eq!(back.delay().unwrap(), o.member_replacement_delay);
+    // Not a cluster object: the kustomization leaves it out.
+    let k = files
+        .iter()
+        .find(|f| f.path == "kustomization.yaml")
+        .unwrap();
+    assert!(!k.text.contains(RECORD_FILE));
+    assert!(Record::parse("kind: Other\n").is_err());
 }
