@@ -131,7 +131,7 @@ pub struct InstallArgs {
 }
 
 /// The flags a record stands for: the recorded options go through the same checks as
-/// flags do (the image was pinned, or --allow-tag was given, when it was recorded).
+/// flags do (a tag without a digest passes only if --allow-tag was recorded with it).
 fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, Vec<String>> {
     let fail = |e: String| vec![format!("{}: {e}", path.display())];
     let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
@@ -141,15 +141,15 @@ fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, V
         output: args.output.clone(),
         stdout: args.stdout,
         namespace: Some(r.namespace),
-        allow_tag: !r.image.contains("@sha256:"),
-        image: Some(r.image),
+        allow_tag: r.allow_tag,
+        image: r.image,
         replicas: r.replicas,
         shards: r.shards,
         watch_namespace: r.watch_namespace,
         member_replacement_delay: delay,
         repo_url: Some(r.repo_url),
         repo_path: Some(r.repo_path),
-        cmp_image: Some(r.cmp_image),
+        cmp_image: r.cmp_image,
         options_from: None,
     })
 }

@@ -25,8 +25,12 @@ pub struct Record {
     pub written_by: String,
     /// `--namespace`.
     pub namespace: String,
-    /// `--image`.
-    pub image: String,
+    /// `--image`; absent: the release's own healer image, whichever release renders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// `--allow-tag` was needed for the image (a tag without a digest).
+    #[serde(default)]
+    pub allow_tag: bool,
     /// `--replicas`.
     pub replicas: i32,
     /// `--shards`.
@@ -39,25 +43,31 @@ pub struct Record {
     pub repo_url: String,
     /// `--repo-path`.
     pub repo_path: String,
-    /// `--cmp-image`.
-    pub cmp_image: String,
+    /// `--cmp-image`; absent: the release's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmp_image: Option<String>,
 }
 
 impl Record {
-    /// The record of `o`.
+    /// The record of `o`. An image equal to this release's default is not recorded: a
+    /// later release rendering from the record uses its own healer, never an old one
+    /// beside its new CRDs and RBAC.
     pub fn of(o: &InstallOptions) -> Self {
+        let defaults = InstallOptions::default();
+        let chosen = |v: &str, d: &str| (v != d).then(|| v.to_string());
         Record {
             kind: RECORD_KIND.into(),
             written_by: env!("CARGO_PKG_VERSION").into(),
             namespace: o.namespace.clone(),
-            image: o.image.clone(),
+            image: chosen(&o.image, &defaults.image),
+            allow_tag: o.image != defaults.image && !o.image.contains("@sha256:"),
             replicas: o.replicas,
             shards: o.shards,
             watch_namespace: o.watch_namespaces.clone(),
             member_replacement_delay: format_duration(o.member_replacement_delay),
             repo_url: o.repo_url.clone(),
             repo_path: o.repo_path.clone(),
-            cmp_image: o.cmp_image.clone(),
+            cmp_image: chosen(&o.cmp_image, &defaults.cmp_image),
         }
     }
 

@@ -895,4 +895,16 @@ fn the_bundle_records_its_options() {
         .unwrap();
     assert!(!k.text.contains(RECORD_FILE));
     assert!(Record::parse("kind: Other\n").is_err());
+    // The release's default images are not recorded (a later release uses its own); a
+    // chosen one is, with whether it needed --allow-tag.
+    assert_eq!(
+        (back.image, back.cmp_image, back.allow_tag),
+        (None, None, false)
+    );
+    let tagged = Record::of(&InstallOptions {
+        image: "registry.example/healer:dev".into(),
+        ..InstallOptions::default()
+    });
+    assert_eq!(tagged.image.as_deref(), Some("registry.example/healer:dev"));
+    assert!(tagged.allow_tag);
 }

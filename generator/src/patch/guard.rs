@@ -22,7 +22,7 @@
 use serde_json::Value;
 
 use crate::api::labels;
-use crate::api::validate::rules::env::{GENERATOR_OWNED, RESERVED_PREFIXES};
+use crate::api::validate::rules::env::{GENERATOR_OWNED, REMOVED, RESERVED_PREFIXES};
 use crate::render::ObjectKind;
 
 /// One refused change.
@@ -47,16 +47,20 @@ pub fn patchable(kind: ObjectKind) -> Result<(), &'static str> {
     }
 }
 
-/// Whether a label or annotation key is the project's.
+/// Prefixes of annotations that steer Argo CD, Flux or Helm (hooks that delete and
+/// recreate an object, forced replacement, comparison and pruning options): how the
+/// fleet's objects are applied and deleted is the fleet's, so patches never set them.
+const ENGINE_PREFIXES: [&str; 3] = [
+    "argocd.argoproj.io/",
+    "kustomize.toolkit.fluxcd.io/",
+    "helm.sh/",
+];
+
+/// Whether a label or annotation key is the project's, or steers a GitOps engine.
 fn owned_key(key: &str) -> bool {
     key.starts_with(&format!("{}/", labels::GROUP))
-        || [
-            labels::MANAGED_BY,
-            labels::ARGOCD_SYNC_OPTIONS,
-            labels::FLUX_PRUNE,
-            crate::render::context::ARGOCD_SYNC_WAVE,
-        ]
-        .contains(&key)
+        || key == labels::MANAGED_BY
+        || ENGINE_PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
 struct Guard<'a> {
@@ -190,19 +194,35 @@ pub fn refusals(kind: ObjectKind, before: &Value, after: &Value) -> Vec<Refusal>
             &[],
             "the healer compares the live Services with the fleet's rendering; a patch may add to a Service but not change what is rendered",
         ),
-        ObjectKind::PodDisruptionBudget => g.kept(
+        ObjectKind::PodDisruptionBudget => g.same(
             "/spec",
-            &[],
             "the disruption budget lets one member go at a time; a patch may not change it",
         ),
-        ObjectKind::NetworkPolicy => g.kept(
-            "/spec",
-            &["/spec/ingress", "/spec/egress"],
-            "the rendered rules let members, the healer and clients reach each other; a patch may append rules, not change or remove these",
-        ),
+        ObjectKind::NetworkPolicy => network_policy(&mut g),
         _ => {}
     }
     g.out
+}
+
+/// A NetworkPolicy's selector and types stay, and its rendered rules stay exactly as
+/// rendered (a selector that gains an expression selects fewer Pods); rules appended
+/// after them are the patch's own.
+fn network_policy(g: &mut Guard<'_>) {
+    let why = "the rendered rules let members, the healer and clients reach each other; a patch may append rules, not change or remove these";
+    g.same("/spec/podSelector", why);
+    g.same("/spec/policyTypes", why);
+    for list in ["/spec/ingress", "/spec/egress"] {
+        let items = |v: &Value| {
+            v.pointer(list)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (b, a) = (items(g.before), items(g.after));
+        if a.len() < b.len() || a[..b.len()] != b[..] {
+            g.refuse(list, why);
+        }
+    }
 }
 
 fn workload(g: &mut Guard<'_>, owned: &str) {
@@ -253,6 +273,31 @@ fn workload(g: &mut Guard<'_>, owned: &str) {
             "/spec/template/spec/topologySpreadConstraints",
             "the zone spread is what the safety rules count on",
         ),
+        ("/spec/ordinals", "the healer counts members from ordinal 0"),
+        (
+            "/spec/template/spec/nodeName",
+            "the scheduler places members, spread over zones and nodes",
+        ),
+        (
+            "/spec/template/spec/schedulerName",
+            "the default scheduler places members, spread over zones and nodes",
+        ),
+        (
+            "/spec/template/spec/nodeSelector",
+            "set spec.pod.nodeSelector in the fleet file, where check keeps every zone possible",
+        ),
+        (
+            "/spec/template/spec/tolerations",
+            "set spec.pod.tolerations in the fleet file, where check refuses tolerating a lost node for ever",
+        ),
+        (
+            "/spec/template/spec/hostNetwork",
+            "members are reached through their Pod IPs",
+        ),
+        (
+            "/spec/template/spec/restartPolicy",
+            "a member's container restarts in place",
+        ),
         (
             "/spec/template/spec/volumes",
             "the members' data volume is the fleet's; a patch may add volumes after it",
@@ -298,6 +343,31 @@ fn workload(g: &mut Guard<'_>, owned: &str) {
             "readinessProbe",
             "the healer counts a member as up by its readiness",
         ),
+        (
+            "command",
+            "the member runs the pinned image's own entrypoint",
+        ),
+        ("args", "the member runs the pinned image's own entrypoint"),
+        (
+            "workingDir",
+            "the member runs the pinned image's own entrypoint",
+        ),
+        (
+            "lifecycle",
+            "the drain on shutdown is timed by spec.lifecycle; a hook would eat the grace",
+        ),
+        (
+            "envFrom",
+            "variables come from spec.env, where names celld-gen and celld own are refused",
+        ),
+        (
+            "livenessProbe",
+            "a probe that kills a recovering member would count it down",
+        ),
+        (
+            "startupProbe",
+            "a probe that kills a recovering member would count it down",
+        ),
     ] {
         if before.get(field) != after.get(field) {
             g.refuse(&format!("{base}/{field}"), why);
@@ -318,27 +388,77 @@ fn workload(g: &mut Guard<'_>, owned: &str) {
             "the members' disk is mounted where celld keeps its data",
         );
     }
-    let env =
-        |c: &Value| -> Vec<Value> { c["env"].as_array().into_iter().flatten().cloned().collect() };
-    let (be, ae) = (env(&before), env(&after));
-    let owned_var = |name: &str| {
-        GENERATOR_OWNED.contains(&name) || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
-    };
-    for (i, var) in ae.iter().enumerate() {
-        let name = var["name"].as_str().unwrap_or_default();
-        let rendered = be.iter().find(|b| b["name"] == var["name"]);
-        if (owned_var(name) || rendered.is_some()) && rendered != Some(var) {
+    // Nothing else is mounted inside the data folder, and no other container mounts the
+    // disk: celld alone writes it.
+    let data_path = mounts(&before)
+        .first()
+        .and_then(|m| m["mountPath"].as_str().map(str::to_owned));
+    if let Some(data_path) = data_path {
+        let inside = format!("{}/", data_path.trim_end_matches('/'));
+        let other = after["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| {
+                m["name"] != labels::CLAIM_TEMPLATE
+                    && m["mountPath"]
+                        .as_str()
+                        .is_some_and(|p| p == data_path || p.starts_with(&inside))
+            });
+        if other {
             g.refuse(
-                &format!("{base}/env/{i}"),
-                "celld-gen writes this variable from the fleet file (bucket, identity, peers, drain, telemetry); set spec.env or the field it comes from",
+                &format!("{base}/volumeMounts"),
+                "nothing else is mounted in the folder where celld keeps its data",
             );
         }
     }
-    for var in &be {
-        if !ae.iter().any(|a| a["name"] == var["name"]) {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        let pointer = format!("/spec/template/spec/{list}");
+        let elsewhere = g
+            .after
+            .pointer(&pointer)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| !(list == "containers" && c["name"] == "celld"))
+            .any(|c| {
+                c["volumeMounts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|m| m["name"] == labels::CLAIM_TEMPLATE)
+            });
+        if elsewhere {
             g.refuse(
-                &format!("{base}/env"),
-                "a rendered variable was removed; celld-gen writes it from the fleet file",
+                &pointer,
+                "only the celld container mounts the member's disk",
+            );
+        }
+    }
+    let env =
+        |c: &Value| -> Vec<Value> { c["env"].as_array().into_iter().flatten().cloned().collect() };
+    let (be, ae) = (env(&before), env(&after));
+    // The rendered variables stay first, in order: `$(CELLD_NODE)` in a later value is
+    // expanded only from variables defined before it.
+    if ae.len() < be.len() || ae[..be.len()] != be[..] {
+        g.refuse(
+            &format!("{base}/env"),
+            "the rendered variables stay as rendered and in their order (later values refer to earlier ones); a patch may append variables",
+        );
+    }
+    let owned_var = |name: &str| {
+        GENERATOR_OWNED.contains(&name)
+            || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+            || REMOVED.iter().any(|(n, _)| *n == name)
+    };
+    // Appended variables: none celld-gen writes, celld reserves or refuses, and none
+    // that repeats a rendered name (the later one would win).
+    for (i, var) in ae.iter().enumerate().skip(be.len()) {
+        let name = var["name"].as_str().unwrap_or_default();
+        if owned_var(name) || be.iter().any(|b| b["name"] == var["name"]) {
+            g.refuse(
+                &format!("{base}/env/{i}"),
+                "celld-gen writes this variable from the fleet file (bucket, identity, peers, drain, telemetry), or celld reserves it; set spec.env or the field it comes from",
             );
         }
     }
@@ -429,7 +549,7 @@ mod tests {
                     v["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] =
                         json!("other")
                 }),
-                "/spec/template/spec/containers/0/env/0",
+                "/spec/template/spec/containers/0/env",
             ),
             (
                 Box::new(|v| {
@@ -458,6 +578,116 @@ mod tests {
         }
     }
 
+    /// The ways around the first guard a review found: each is refused now.
+    #[test]
+    fn placement_behaviour_and_the_disk_cannot_be_patched_around() {
+        fn spec(v: &mut Value) -> &mut Value {
+            &mut v["spec"]["template"]["spec"]
+        }
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Edit, &str)> = vec![
+            (
+                Box::new(|v| v["spec"]["ordinals"] = json!({"start": 5})),
+                "/spec/ordinals",
+            ),
+            (
+                Box::new(|v| spec(v)["nodeName"] = json!("n1")),
+                "/spec/template/spec/nodeName",
+            ),
+            (
+                Box::new(|v| spec(v)["tolerations"] = json!([{"operator": "Exists"}])),
+                "/spec/template/spec/tolerations",
+            ),
+            (
+                Box::new(|v| spec(v)["nodeSelector"] = json!({"topology.kubernetes.io/zone": "a"})),
+                "/spec/template/spec/nodeSelector",
+            ),
+            (
+                Box::new(|v| spec(v)["containers"][0]["command"] = json!(["sh"])),
+                "/spec/template/spec/containers/0/command",
+            ),
+            (
+                Box::new(|v| {
+                    spec(v)["containers"][0]["lifecycle"] =
+                        json!({"preStop": {"exec": {"command": ["sleep", "3600"]}}})
+                }),
+                "/spec/template/spec/containers/0/lifecycle",
+            ),
+            (
+                Box::new(|v| {
+                    spec(v)["containers"][0]["envFrom"] = json!([{"secretRef": {"name": "s"}}])
+                }),
+                "/spec/template/spec/containers/0/envFrom",
+            ),
+            (
+                Box::new(|v| {
+                    spec(v)["containers"][0]["volumeMounts"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"name": "scratch", "mountPath": "/work/cells"}))
+                }),
+                "/spec/template/spec/containers/0/volumeMounts",
+            ),
+            (
+                Box::new(
+                    move |v| spec(v)["initContainers"] = json!([{"name": "wipe", "image": "x", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}]),
+                ),
+                "/spec/template/spec/initContainers",
+            ),
+            (
+                Box::new(|v| {
+                    v["metadata"]["annotations"]["argocd.argoproj.io/hook"] = json!("PreSync")
+                }),
+                "/metadata/annotations/argocd.argoproj.io~1hook",
+            ),
+            (
+                Box::new(|v| {
+                    v["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/force"] =
+                        json!("enabled")
+                }),
+                "/metadata/annotations/kustomize.toolkit.fluxcd.io~1force",
+            ),
+        ];
+        for (edit, want) in cases {
+            assert_eq!(refused(edit), vec![want.to_string()]);
+        }
+        // The rendered variables keep their order: a later value refers to an earlier one.
+        let mut two = sts();
+        two["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{"name": "CELLD_NODE", "value": "n"}, {"name": "CELLD_ADVERTISE", "value": "$(CELLD_NODE)"}]);
+        let mut swapped = two.clone();
+        swapped["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{"name": "CELLD_ADVERTISE", "value": "$(CELLD_NODE)"}, {"name": "CELLD_NODE", "value": "n"}]);
+        assert_eq!(
+            refusals(ObjectKind::StatefulSet, &two, &swapped)[0].pointer,
+            "/spec/template/spec/containers/0/env"
+        );
+    }
+
+    #[test]
+    fn the_disruption_budget_and_rendered_rules_stay_exactly() {
+        let pdb = json!({"spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"k": "v"}}}});
+        let mut more = pdb.clone();
+        more["spec"]["unhealthyPodEvictionPolicy"] = json!("AlwaysAllow");
+        assert_eq!(
+            refusals(ObjectKind::PodDisruptionBudget, &pdb, &more)[0].pointer,
+            "/spec"
+        );
+        let np = json!({"spec": {"podSelector": {"matchLabels": {"k": "v"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"k": "v"}}}]}]}});
+        let mut narrowed = np.clone();
+        narrowed["spec"]["podSelector"]["matchExpressions"] =
+            json!([{"key": "k", "operator": "DoesNotExist"}]);
+        assert_eq!(
+            refusals(ObjectKind::NetworkPolicy, &np, &narrowed)[0].pointer,
+            "/spec/podSelector"
+        );
+        let mut peer = np.clone();
+        peer["spec"]["ingress"][0]["from"][0]["podSelector"]["matchExpressions"] = json!([]);
+        assert_eq!(
+            refusals(ObjectKind::NetworkPolicy, &np, &peer)[0].pointer,
+            "/spec/ingress"
+        );
+    }
+
     #[test]
     fn services_keep_what_is_rendered() {
         let before = json!({"spec": {"selector": {"k": "v"}, "ports": [{"port": 80}]}});
@@ -484,7 +714,7 @@ mod tests {
         let replaced = json!({"spec": {"podSelector": {}, "ingress": [{"b": 2}]}});
         assert_eq!(
             refusals(ObjectKind::NetworkPolicy, &before, &replaced)[0].pointer,
-            "/spec/ingress/0/a"
+            "/spec/ingress"
         );
     }
 

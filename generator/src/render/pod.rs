@@ -44,10 +44,18 @@ impl PodContext {
             .required_during_scheduling_ignored_during_execution
             .map(|r| r.node_selector_terms)
             .unwrap_or_default();
+        // An empty list reads as absent: the template appends the placement to the
+        // term's own requirements, if it has any.
         let required_terms = if user_terms.is_empty() {
             vec![NodeSelectorTerm::default()]
         } else {
             user_terms
+                .into_iter()
+                .map(|t| NodeSelectorTerm {
+                    match_expressions: t.match_expressions.filter(|e| !e.is_empty()),
+                    match_fields: t.match_fields.filter(|f| !f.is_empty()),
+                })
+                .collect()
         };
         let mut labels = pod.labels.unwrap_or_default();
         labels.insert(labels::IDENTITY.into(), spec.identity.clone());
@@ -165,6 +173,7 @@ spec:
         nodeSelectorTerms:
           - matchExpressions: [{key: pool, operator: In, values: [a]}]
           - matchFields: [{key: metadata.name, operator: In, values: [n1]}]
+            matchExpressions: []
 ",
         );
         assert_eq!(

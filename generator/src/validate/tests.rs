@@ -318,14 +318,13 @@ fn runtime_image_is_digest_pinned_and_not_stock() {
         "spec.runtimeImage",
         "the tag before the digest",
     );
-    fails(
-        &replace(
-            &tagged,
-            &format!("runtimeImage: ghcr.io/denoland/celld@sha256:{DIGEST}"),
-        ),
-        "spec.runtimeImage",
-        "stock ghcr.io/denoland/celld",
-    );
+    for stock in ["ghcr.io/denoland/celld", "ghcr.io/denoland/celld:v0.1"] {
+        fails(
+            &replace(&tagged, &format!("runtimeImage: {stock}@sha256:{DIGEST}")),
+            "spec.runtimeImage",
+            "stock ghcr.io/denoland/celld",
+        );
+    }
     fails(
         &replace(&tagged, "runtimeImage: ghcr.io/ewhauser/celld@sha256:abc"),
         "spec.runtimeImage",

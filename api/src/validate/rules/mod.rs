@@ -266,7 +266,7 @@ fn check_spec(c: &mut Checker<'_>, fleet: &CelldFleet) {
             problem,
             "registry/repository@sha256:<64 hex>, e.g. ghcr.io/ewhauser/celld@sha256:…",
         );
-    } else if spec.runtime_image.starts_with("ghcr.io/denoland/celld@") {
+    } else if pinned_image(&spec.runtime_image).starts_with("ghcr.io/denoland/celld@") {
         c.fail(
             "spec.runtimeImage",
             "the stock ghcr.io/denoland/celld image lacks the fleet features this project needs",

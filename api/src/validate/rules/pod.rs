@@ -8,7 +8,8 @@
 //!   `placement.zones` possible, since members are spread over all of them and a member
 //!   whose zone no node can match never schedules ([`excluded_zones`]);
 //! - a toleration may not keep members for ever on a lost node: the NoExecute eviction
-//!   of `node.kubernetes.io/unreachable` is what starts the healing of a stranded member.
+//!   of `node.kubernetes.io/unreachable` (or `not-ready`, or `out-of-service`) is what
+//!   starts the healing of a stranded member.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,9 @@ pub const OS: &str = "linux";
 pub const LOST_NODE_TAINTS: &[&str] = &[
     "node.kubernetes.io/unreachable",
     "node.kubernetes.io/not-ready",
+    // Set by a person on a node shut down for good: its eviction is what releases the
+    // member's disk (non-graceful node shutdown).
+    "node.kubernetes.io/out-of-service",
 ];
 
 pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
