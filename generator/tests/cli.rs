@@ -446,6 +446,23 @@ fn init_from_makes_a_fleet_like_another() {
     let copy = load_str(Path::new("x.yaml"), &text(&out.stdout)).unwrap();
     assert_eq!(copy.metadata.namespace.as_deref(), Some("ledger-eu"));
     assert_eq!(copy.spec.storage.bucket, "ledger-eu-cells");
+    // Routed hostnames are not copied (each routes to one fleet).
+    let routed = example("routing-gateway.yaml");
+    let out = run(&[
+        "init",
+        "web-eu",
+        "--from",
+        routed.to_str().unwrap(),
+        "--bucket",
+        "web-eu-cells",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("spec.routing"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stdout).contains("hostnames"));
     // Settings come from FILE, not from flags.
     let out = run(&["init", "x", "--from", p, "--profile", "Bucket"]);
     assert_eq!(out.status.code(), Some(2));

@@ -1,6 +1,7 @@
 //! `celld-gen init --from FILE NAME`: a fleet like an existing one. Everything is kept
 //! but what makes a fleet itself: its name (and, when asked, its namespace), a fresh
-//! identity, and storage of its own. A copied bucket and prefix would give two fleets
+//! identity, storage of its own, and its routing (hostnames route to one fleet; the note
+//! says so). A copied bucket and prefix would give two fleets
 //! one bucket reservation (refused by validation and by the API server), so the new
 //! fleet gets `--bucket`, or `--prefix`, or, when the source already writes under a
 //! prefix, a sibling prefix named after the new fleet; a source that uses its whole
@@ -63,6 +64,14 @@ pub fn fleet_file_from(args: &InitArgs, from: &Path, identity: &str) -> Result<S
     );
     let mut spec = source.spec.clone();
     spec.identity = identity.to_string();
+    // Routed hostnames belong to one fleet: the new one gets its own, by hand.
+    if spec.routing.take().is_some() {
+        use std::io::Write;
+        let _ = writeln!(
+            anstream::stderr(),
+            "note: spec.routing of {source_name} is left out: its hostnames route to it; give the new fleet hostnames of its own"
+        );
+    }
     match (&args.bucket, &args.prefix) {
         (Some(bucket), prefix) => {
             spec.storage.bucket = bucket.clone();

@@ -383,12 +383,13 @@ pub fn load_sources_with(
     Ok(fleets)
 }
 
-/// Fleets that would collide in the cluster or in the bucket.
+/// Fleets that would collide in the cluster, in the bucket or on a routed hostname.
 fn cross_check(parsed: &[Parsed]) -> Vec<Diagnostic> {
     let mut errors = Vec::new();
     let mut names: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut identities: BTreeMap<&str, usize> = BTreeMap::new();
     let mut buckets: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut hosts: BTreeMap<&str, usize> = BTreeMap::new();
     let here = |i: usize, field: &str| -> (PathBuf, Pos) {
         (parsed[i].path.clone(), rules::locate(&parsed[i].doc, field))
     };
@@ -463,6 +464,30 @@ fn cross_check(parsed: &[Parsed]) -> Vec<Diagnostic> {
             }
         }
         others.push(i);
+        // A hostname routed to two fleets sends some of its traffic to each (Gateway and
+        // Ingress controllers merge or pick one): each hostname to one fleet.
+        for (h, host) in p
+            .fleet
+            .spec
+            .routing
+            .iter()
+            .flat_map(|r| r.hostnames.iter())
+            .enumerate()
+        {
+            if let Some(&j) = hosts.get(host.as_str()) {
+                report(
+                    i,
+                    &format!("spec.routing.hostnames[{h}]"),
+                    format!(
+                        "hostname `{host}` is already routed to the fleet in {}",
+                        parsed[j].path.display()
+                    ),
+                    "each hostname routed to one fleet",
+                );
+            } else {
+                hosts.insert(host.as_str(), i);
+            }
+        }
     }
     errors
 }

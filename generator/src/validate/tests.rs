@@ -873,6 +873,27 @@ fn ranges_are_the_crd_bounds() {
 }
 
 #[test]
+fn a_hostname_routes_to_one_fleet() {
+    let dir = std::env::temp_dir().join(format!("celld-gen-hosts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let routing = "  routing:\n    hostnames: [api.example.org]\n    source: {namespace: gw, podLabels: {app: gw}}\n    gateway: {name: gw}\n";
+    std::fs::write(dir.join("a.yaml"), with(routing)).expect("write");
+    let b = with(routing)
+        .replace("name: alpha", "name: beta")
+        .replace("7kq2m9x4c1v8b3n6z5h0j2w4r8", "7kq2m9x4c1v8b3n6z5h0j2w4r9")
+        .replace("alpha-bucket", "beta-bucket");
+    std::fs::write(dir.join("b.yaml"), b).expect("write");
+    let d = crate::load::load_paths(std::slice::from_ref(&dir))
+        .err()
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].field, "spec.routing.hostnames[0]");
+    assert!(d[0].message.contains("`api.example.org` is already routed to the fleet in"), "{d:#?}");
+}
+
+#[test]
 fn fleets_may_not_share_identity_bucket_or_name() {
     let dir = std::env::temp_dir().join(format!("celld-gen-cross-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
