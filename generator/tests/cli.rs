@@ -468,6 +468,42 @@ fn init_from_makes_a_fleet_like_another() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A patch file beside its fleet file applies whether the folder or the fleet file is
+/// named: the same rendering either way.
+#[test]
+fn patches_beside_a_named_fleet_file_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleets = dir.path().join("fleets");
+    fs::create_dir_all(&fleets).unwrap();
+    fs::copy(example("persistent.yaml"), fleets.join("persistent.yaml")).unwrap();
+    fs::write(
+        fleets.join("persistent-patches.yaml"),
+        "apiVersion: fleet.celld.dev/v1alpha1\nkind: CelldFleetPatch\n\
+         metadata: {name: persistent, namespace: ledger}\npatches:\n\
+         - target: {kind: StatefulSet}\n  jsonPatch: [{op: add, path: /spec/template/spec/dnsConfig, value: {options: [{name: ndots, value: \"2\"}]}}]\n",
+    )
+    .unwrap();
+    // A patch for a fleet not rendered here, beside it, is not this run's business.
+    fs::write(
+        fleets.join("other-patches.yaml"),
+        "apiVersion: fleet.celld.dev/v1alpha1\nkind: CelldFleetPatch\n\
+         metadata: {name: other, namespace: ledger}\npatches:\n\
+         - target: {kind: StatefulSet}\n  strategicMerge: {metadata: {labels: {a: b}}}\n",
+    )
+    .unwrap();
+    let file = run(&[
+        "render",
+        fleets.join("persistent.yaml").to_str().unwrap(),
+        "--stdout",
+    ]);
+    assert!(file.status.success(), "{}", text(&file.stderr));
+    assert!(text(&file.stdout).contains("ndots"));
+    fs::remove_file(fleets.join("other-patches.yaml")).unwrap();
+    let folder = run(&["render", fleets.to_str().unwrap(), "--stdout"]);
+    assert!(folder.status.success(), "{}", text(&folder.stderr));
+    assert_eq!(file.stdout, folder.stdout);
+}
+
 #[test]
 fn two_fleets_with_one_identity_or_bucket_are_refused() {
     let dir = tempfile::tempdir().unwrap();

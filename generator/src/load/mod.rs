@@ -51,7 +51,43 @@ pub fn load(paths: &[PathBuf], options: &Options) -> Loaded {
             Err(d) => errors.push(d),
         }
     }
-    let mut result = crate::validate::load_sources_with(&texts, &mut skipped, &options.established);
+    // The files beside a fleet file named on the command line may hold its patches.
+    let mut siblings = Vec::new();
+    let read: std::collections::BTreeSet<PathBuf> = texts.iter().map(|t| t.path.clone()).collect();
+    let folders: std::collections::BTreeSet<PathBuf> = texts
+        .iter()
+        .filter(|t| t.explicit && !is_stdin_name(&t.path))
+        .filter_map(|t| t.path.parent().map(Path::to_path_buf))
+        .collect();
+    for folder in folders {
+        let listing = if folder.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            folder.as_path()
+        };
+        let Ok(entries) = std::fs::read_dir(listing) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| folder.join(e.file_name()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .filter(|p| !read.contains(p))
+            .collect();
+        paths.sort();
+        for path in paths {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                siblings.push(Source {
+                    path,
+                    text,
+                    explicit: false,
+                });
+            }
+        }
+    }
+    let mut result =
+        crate::validate::load_sources_with(&texts, &siblings, &mut skipped, &options.established);
     if !errors.is_empty() {
         if let Err(more) = result {
             errors.extend(more);

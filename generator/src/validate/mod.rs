@@ -282,15 +282,21 @@ pub fn load_sources(
     sources: &[Source],
     skipped: &mut Vec<Skipped>,
 ) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
-    load_sources_with(sources, skipped, &Default::default())
+    load_sources_with(sources, &[], skipped, &Default::default())
 }
 
 /// [`load_sources`], reporting a collision between fleets on the one that is new or
 /// changed against `established` (the fleets already rendered, by
 /// `<namespace>/<name>`), whatever the file order: the file a pull request adds or
 /// changes is the one blamed, not an untouched one that happens to sort after it.
+///
+/// `siblings` are the other files beside a fleet file named on the command line: only
+/// their `CelldFleetPatch` documents for the fleets read are taken (a patch file beside
+/// its fleet file applies whether the folder or the file is named); anything else in
+/// them, or a file that does not parse, is left alone.
 pub fn load_sources_with(
     sources: &[Source],
+    siblings: &[Source],
     skipped: &mut Vec<Skipped>,
     established: &BTreeMap<String, crate::api::CelldFleet>,
 ) -> Result<Vec<LoadedFleet>, Vec<Diagnostic>> {
@@ -330,6 +336,24 @@ pub fn load_sources_with(
             .is_none_or(|was| was.spec != p.fleet.spec)
     });
     errors.extend(cross_check(&parsed));
+    let named = |set: &PatchSet| {
+        parsed.iter().any(|p| {
+            p.fleet.metadata.namespace.as_deref() == Some(set.namespace.as_str())
+                && p.fleet.metadata.name.as_deref() == Some(set.name.as_str())
+        })
+    };
+    for s in siblings {
+        let Ok(docs) = yaml::parse(&s.text) else {
+            continue;
+        };
+        for doc in docs.iter().filter(|d| crate::patch::is_patch_doc(d)) {
+            match crate::patch::parse_patch_doc(&s.path, doc) {
+                Ok(set) if named(&set) => patch_sets.push(set),
+                Ok(_) => {}
+                Err(e) => errors.extend(e),
+            }
+        }
+    }
     // Every patch names a fleet among the inputs: one for a fleet that is not there
     // (renamed, or its file left out) is an error, never dropped.
     let mut by_fleet: BTreeMap<(String, String), Vec<PatchSet>> = BTreeMap::new();

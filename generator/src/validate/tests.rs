@@ -890,7 +890,11 @@ fn a_hostname_routes_to_one_fleet() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(d.len(), 1, "{d:#?}");
     assert_eq!(d[0].field, "spec.routing.hostnames[0]");
-    assert!(d[0].message.contains("`api.example.org` is already routed to the fleet in"), "{d:#?}");
+    assert!(
+        d[0].message
+            .contains("`api.example.org` is already routed to the fleet in"),
+        "{d:#?}"
+    );
 }
 
 #[test]
