@@ -25,6 +25,8 @@ pub fn is_patch_doc(doc: &Node) -> bool {
 
 struct Reader<'a> {
     path: &'a Path,
+    /// The file's text, to read a number as it was written.
+    text: &'a str,
     errors: Vec<Diagnostic>,
 }
 
@@ -82,6 +84,50 @@ impl Reader<'_> {
         out
     }
 
+    /// Refuses numbers in a patch value that YAML 1.2 (this parser) and YAML 1.1
+    /// (kubectl and most Kubernetes tools) read differently: `0644` is 644 here and 420
+    /// there, `0o644` an octal here and a string there. A patched `defaultMode` would
+    /// otherwise change without a word.
+    fn plain_numbers(&mut self, node: &Node, field: &str) {
+        match &node.kind {
+            Kind::Int(_) | Kind::Float(_) => {
+                let token: String = self
+                    .text
+                    .lines()
+                    .nth(node.pos.line.saturating_sub(1))
+                    .unwrap_or("")
+                    .chars()
+                    .skip(node.pos.column.saturating_sub(1))
+                    .take_while(|c| !matches!(c, ',' | ']' | '}' | ' ' | '#'))
+                    .collect();
+                let digits = token.trim_start_matches(['-', '+']);
+                let ambiguous = digits.starts_with("0o")
+                    || (digits.len() > 1
+                        && digits.starts_with('0')
+                        && digits[1..].bytes().all(|b| b.is_ascii_digit() || b == b'_'));
+                if ambiguous {
+                    self.fail(
+                        node,
+                        field,
+                        format!("`{token}` is read as a different number by kubectl (YAML 1.1) than here"),
+                        "the number in decimal (an octal file mode 0644 is 420), or quoted if a string is meant",
+                    );
+                }
+            }
+            Kind::Seq(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.plain_numbers(item, &format!("{field}[{i}]"));
+                }
+            }
+            Kind::Map(entries) => {
+                for (k, v) in entries {
+                    self.plain_numbers(v, &join(field, &k.name));
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn string(&mut self, node: &Node, field: &str, expected: &str) -> Option<String> {
         match node.as_str() {
             Some(s) if !s.is_empty() => Some(s.to_string()),
@@ -101,10 +147,11 @@ fn join(field: &str, key: &str) -> String {
     }
 }
 
-/// Reads one `CelldFleetPatch` document of `path`.
-pub fn parse_patch_doc(path: &Path, doc: &Node) -> Result<PatchSet, Vec<Diagnostic>> {
+/// Reads one `CelldFleetPatch` document of `path`, whose text is `text`.
+pub fn parse_patch_doc(path: &Path, text: &str, doc: &Node) -> Result<PatchSet, Vec<Diagnostic>> {
     let mut r = Reader {
         path,
+        text,
         errors: Vec::new(),
     };
     let top = r.map(doc, "", &["apiVersion", "kind", "metadata", "patches"]);
@@ -218,7 +265,10 @@ fn read_patch(r: &mut Reader<'_>, node: &Node, field: &str) -> Option<Patch> {
     }
     let change = match (get("jsonPatch"), get("strategicMerge")) {
         (Some(ops), None) => read_ops(r, ops, &format!("{field}.jsonPatch")).map(Change::Json),
-        (None, Some(m)) if matches!(m.kind, Kind::Map(_)) => Some(Change::Merge(m.to_json())),
+        (None, Some(m)) if matches!(m.kind, Kind::Map(_)) => {
+            r.plain_numbers(m, &format!("{field}.strategicMerge"));
+            Some(Change::Merge(m.to_json()))
+        }
         (None, Some(m)) => {
             r.fail(
                 m,
@@ -347,6 +397,9 @@ fn read_ops(
                 "`from` goes with move and copy, and only with them",
                 "from: a JSON pointer, with move or copy",
             );
+        }
+        if let Some(v) = get("value") {
+            r.plain_numbers(v, &format!("{f}.value"));
         }
         if let Some(path) = path {
             out.push((

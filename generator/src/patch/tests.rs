@@ -163,6 +163,37 @@ fn a_patch_that_no_longer_applies_is_an_error_naming_it() {
     );
 }
 
+/// A number kubectl would read differently (an octal file mode) is refused, in both
+/// kinds of patch; in decimal it is taken.
+#[test]
+fn numbers_read_differently_by_kubectl_are_refused() {
+    let d = refused(
+        "  - target: {kind: StatefulSet}
+    jsonPatch:
+      - {op: add, path: /spec/template/spec/volumes, value: [{name: s, secret: {secretName: s, defaultMode: 0644}}]}
+",
+        "patches[0].jsonPatch[0].value[0].secret.defaultMode",
+        "`0644` is read as a different number",
+    );
+    assert!(d.expected.contains("420"), "{d}");
+    refused(
+        "  - target: {kind: StatefulSet}
+    strategicMerge: {spec: {template: {spec: {volumes: [{name: s, secret: {secretName: s, defaultMode: 0o400}}]}}}}
+",
+        "patches[0].strategicMerge.spec.template.spec.volumes[0].secret.defaultMode",
+        "`0o400`",
+    );
+    let ok = run(&[
+        ("f.yaml", FLEET.into()),
+        (
+            "p.yaml",
+            patch("  - target: {kind: StatefulSet}\n    strategicMerge: {spec: {template: {spec: {volumes: [{name: s, secret: {secretName: s, defaultMode: 420}}]}}}}\n"),
+        ),
+    ])
+    .unwrap();
+    assert!(file(&ok, "statefulset.yaml").contains("defaultMode: 420"));
+}
+
 #[test]
 fn patch_documents_are_checked_like_fleet_files() {
     let e = run(&[(

@@ -210,7 +210,7 @@ fn parse_file(path: &Path, text: &str, explicit: bool) -> Result<FileDocs, Vec<D
             continue;
         }
         if crate::patch::is_patch_doc(&doc) {
-            match crate::patch::parse_patch_doc(path, &doc) {
+            match crate::patch::parse_patch_doc(path, text, &doc) {
                 Ok(set) => patches.push(set),
                 Err(e) => errors.extend(e),
             }
@@ -347,7 +347,7 @@ pub fn load_sources_with(
             continue;
         };
         for doc in docs.iter().filter(|d| crate::patch::is_patch_doc(d)) {
-            match crate::patch::parse_patch_doc(&s.path, doc) {
+            match crate::patch::parse_patch_doc(&s.path, &s.text, doc) {
                 Ok(set) if named(&set) => patch_sets.push(set),
                 Ok(_) => {}
                 Err(e) => errors.extend(e),
