@@ -22,10 +22,8 @@ fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
         | "env"
         | "imagePullSecrets"
         | "resourceClaims"
-        | "readinessGates" => Some(match field {
-            "readinessGates" => "conditionType",
-            _ => "name",
-        }),
+        | "schedulingGates" => Some("name"),
+        "topologySpreadConstraints" => Some("topologyKey"),
         "volumeMounts" => Some("mountPath"),
         "volumeDevices" => Some("devicePath"),
         "hostAliases" => Some("ip"),
