@@ -5,7 +5,7 @@
 #   tests/gitops/flux   (github.com/fluxcd/pkg/ssa and
 #                        github.com/fluxcd/kustomize-controller/api) -> tests/.cluster/gitops/bin/celld-flux
 # and copies the files the tests read from the same module versions:
-#   tests/.cluster/gitops/argocd/: application-crd.yaml, argocd-cm.yaml,
+#   tests/.cluster/gitops/argocd/: application-crd.yaml, appproject-crd.yaml, argocd-cm.yaml,
 #                                  argocd-repo-server-deployment.yaml (as Argo CD ships them)
 #   tests/.cluster/gitops/flux/:   kustomize.toolkit.fluxcd.io_kustomizations.yaml
 # Versions are those of each module's go.mod (the one place they are pinned). Both modules
@@ -87,6 +87,7 @@ build flux
 argo_version="$(module_version "$GITOPS_DIR/argocd" github.com/argoproj/argo-cd/v3)"
 argo_dir="$(module_dir "$GITOPS_DIR/argocd" github.com/argoproj/argo-cd/v3 "$argo_version")"
 copy "$argo_dir/manifests/crds/application-crd.yaml" "$OUT_DIR/argocd/application-crd.yaml"
+copy "$argo_dir/manifests/crds/appproject-crd.yaml" "$OUT_DIR/argocd/appproject-crd.yaml"
 copy "$argo_dir/manifests/base/config/argocd-cm.yaml" "$OUT_DIR/argocd/argocd-cm.yaml"
 copy "$argo_dir/manifests/base/repo-server/argocd-repo-server-deployment.yaml" \
   "$OUT_DIR/argocd/argocd-repo-server-deployment.yaml"

@@ -19,6 +19,8 @@ Examples:
   celld-gen install --watch-namespace apps --stdout | kubectl apply --server-side -f -
   celld-gen install --watch-namespace team-a,team-b -o deploy/cluster/   # a Role per namespace
   celld-gen install --shards 3 -o deploy/cluster/        # three healers, a third of the fleets each
+  celld-gen install --team payments,search --repo-url https://git.example/fleets.git \\
+      --repo-path deploy -o deploy/cluster/     # an Argo CD project and app, a Flux Kustomization each
   celld-gen install --namespace ops -o deploy/cluster/   # then: render --healer-namespace ops
   export CELLD_GEN_HEALER_NAMESPACE=ops                  # or set it once for both
   celld-gen install --options-from deploy/cluster/celld-gen-install.yaml -o deploy/cluster/
@@ -27,6 +29,9 @@ Examples:
 Output layout (-o DIR):
   DIR/kustomization.yaml                  the cluster objects below, sorted
   DIR/celld-gen-install.yaml              the options the bundle was made with (not applied)
+  DIR/argocd/teams/<NS>/, flux/teams/<NS>.yaml
+                                          with --team: a team's AppProject and Application,
+                                          and its Flux Kustomization
   DIR/crds/                               CelldFleet and CelldBucketReservation CRDs
   DIR/admission/                          ValidatingAdmissionPolicies (and bindings):
                                           no CelldFleet is deleted while its
@@ -116,6 +121,12 @@ pub struct InstallArgs {
     /// `sh` on its PATH.
     #[arg(long, value_name = "IMAGE")]
     pub cmp_image: Option<String>,
+    /// Namespaces that are teams of their own (comma-separated or repeated): each gets an
+    /// Argo CD AppProject (its namespace only, the kinds a fleet renders) and
+    /// Application, and a Flux Kustomization in its namespace applying as its
+    /// ServiceAccount, each syncing only `<repo-path>/<namespace>`.
+    #[arg(long, value_name = "NS[,NS...]", value_delimiter = ',')]
+    pub team: Vec<String>,
     /// Render with the options recorded in FILE, the `celld-gen-install.yaml` every
     /// bundle holds (after an upgrade of celld-gen: the same bundle, from the new
     /// release). The options themselves are then not given as flags.
@@ -124,7 +135,7 @@ pub struct InstallArgs {
         value_name = "FILE",
         conflicts_with_all = [
             "namespace", "image", "allow_tag", "replicas", "shards", "watch_namespace",
-            "member_replacement_delay", "repo_url", "repo_path", "cmp_image",
+            "member_replacement_delay", "repo_url", "repo_path", "cmp_image", "team",
         ]
     )]
     pub options_from: Option<PathBuf>,
@@ -150,6 +161,7 @@ fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, V
         repo_url: Some(r.repo_url),
         repo_path: Some(r.repo_path),
         cmp_image: r.cmp_image,
+        team: r.team,
         options_from: None,
     })
 }
@@ -170,6 +182,11 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
     // The healer's rule and words for the namespaces it serves.
     for ns in &args.watch_namespace {
         if let Err(e) = flags::check_namespace("watch-namespace", ns) {
+            problems.push(e.to_string());
+        }
+    }
+    for ns in &args.team {
+        if let Err(e) = flags::check_namespace("team", ns) {
             problems.push(e.to_string());
         }
     }
@@ -226,6 +243,12 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         repo_url: args.repo_url.clone().unwrap_or(defaults.repo_url),
         repo_path: args.repo_path.clone().unwrap_or(defaults.repo_path),
         cmp_image: args.cmp_image.clone().unwrap_or(defaults.cmp_image),
+        teams: {
+            let mut v: Vec<String> = args.team.iter().map(|ns| ns.trim().to_string()).collect();
+            v.sort();
+            v.dedup();
+            v
+        },
     })
 }
 

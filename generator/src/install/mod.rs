@@ -52,6 +52,9 @@ pub struct InstallOptions {
     pub repo_path: String,
     /// Image of the Argo CD plugin sidecar: `celld-gen` and `sh` on its `PATH`.
     pub cmp_image: String,
+    /// Namespaces that are teams of their own, sorted and without repeats: each gets an
+    /// Argo CD AppProject and Application and a Flux Kustomization for its folder only.
+    pub teams: Vec<String>,
 }
 
 impl Default for InstallOptions {
@@ -72,6 +75,7 @@ impl Default for InstallOptions {
                 "ghcr.io/celld-fleet/celld-gen:v{}",
                 env!("CARGO_PKG_VERSION")
             ),
+            teams: Vec::new(),
         }
     }
 }
@@ -338,14 +342,30 @@ fn network_policy(o: &InstallOptions) -> Value {
 /// healer (and a `/scale` writer) own, and RespectIgnoreDifferences so a sync never
 /// writes them back.
 fn argocd_application(o: &InstallOptions) -> Value {
+    application(o, "celld-fleets", "default", &o.repo_path, None)
+}
+
+/// An Application syncing `path` in project `project`; with `namespace`, only that
+/// namespace is its destination (a team's Application).
+fn application(
+    o: &InstallOptions,
+    name: &str,
+    project: &str,
+    path: &str,
+    namespace: Option<&str>,
+) -> Value {
+    let mut destination = json!({"server": IN_CLUSTER});
+    if let Some(ns) = namespace {
+        destination["namespace"] = json!(ns);
+    }
     json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
-        "metadata": {"name": "celld-fleets", "namespace": "argocd"},
+        "metadata": {"name": name, "namespace": "argocd"},
         "spec": {
-            "project": "default",
-            "source": {"repoURL": o.repo_url, "targetRevision": "HEAD", "path": o.repo_path},
-            "destination": {"server": "https://kubernetes.default.svc"},
+            "project": project,
+            "source": {"repoURL": o.repo_url, "targetRevision": "HEAD", "path": path},
+            "destination": destination,
             "syncPolicy": {
                 "automated": {"prune": true, "selfHeal": true},
                 "syncOptions": ["ServerSideApply=true", "RespectIgnoreDifferences=true"],
@@ -363,6 +383,57 @@ fn argocd_application(o: &InstallOptions) -> Value {
         },
     })
 }
+
+/// The API server as Argo CD names the cluster it runs in.
+const IN_CLUSTER: &str = "https://kubernetes.default.svc";
+
+/// `(group, kind)` of every object a fleet renders, namespaced or not (from
+/// [`ObjectKind`], so a new rendered kind is allowed where it must be).
+fn fleet_kinds(namespaced: bool) -> Vec<Value> {
+    use crate::render::ObjectKind;
+    ObjectKind::ALL
+        .iter()
+        .filter(|k| (**k != ObjectKind::CelldBucketReservation) == namespaced)
+        .map(|k| {
+            let group = k.api_version().rsplit_once('/').map_or("", |(g, _)| g);
+            json!({"group": group, "kind": k.kind()})
+        })
+        .collect()
+}
+
+/// A team's AppProject: its fleets' folder from the fleets' repository, into its own
+/// namespace only, and only the kinds a fleet renders (the bucket reservation is the one
+/// cluster-scoped kind).
+fn team_project(o: &InstallOptions, ns: &str) -> Value {
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AppProject",
+        "metadata": {"name": format!("celld-{ns}"), "namespace": "argocd"},
+        "spec": {
+            "description": format!("celld fleets of namespace {ns}"),
+            "sourceRepos": [o.repo_url],
+            "destinations": [{"server": IN_CLUSTER, "namespace": ns}],
+            "clusterResourceWhitelist": fleet_kinds(false),
+            "namespaceResourceWhitelist": fleet_kinds(true),
+        },
+    })
+}
+
+/// A team's Flux Kustomization: in the team's namespace, applying as the team's
+/// ServiceAccount (Flux impersonates it, so the team's RBAC bounds what it can apply),
+/// its folder only.
+fn team_kustomization(o: &InstallOptions, ns: &str) -> Value {
+    let mut k = flux_kustomization(o);
+    k["metadata"] = json!({"name": "celld-fleets", "namespace": ns});
+    k["spec"]["path"] = json!(format!("./{}/{ns}", o.repo_path));
+    k["spec"]["serviceAccountName"] = json!(TEAM_SERVICE_ACCOUNT);
+    k["spec"]["sourceRef"]["namespace"] = json!("flux-system");
+    k
+}
+
+/// ServiceAccount a team's Flux Kustomization applies as (created by the team, with the
+/// rights to the kinds a fleet renders in its namespace).
+pub const TEAM_SERVICE_ACCOUNT: &str = "celld-fleets-applier";
 
 /// The argocd-cm additions: the CelldFleet health check.
 fn argocd_cm_patch() -> Value {
@@ -429,6 +500,26 @@ pub fn render(o: &InstallOptions) -> Vec<File> {
         "argocd/application.yaml".into(),
         yaml(&argocd_application(o)),
     );
+    for ns in &o.teams {
+        files.insert(
+            format!("argocd/teams/{ns}/appproject.yaml"),
+            yaml(&team_project(o, ns)),
+        );
+        files.insert(
+            format!("argocd/teams/{ns}/application.yaml"),
+            yaml(&application(
+                o,
+                &format!("celld-fleets-{ns}"),
+                &format!("celld-{ns}"),
+                &format!("{}/{ns}", o.repo_path),
+                Some(ns),
+            )),
+        );
+        files.insert(
+            format!("flux/teams/{ns}.yaml"),
+            yaml(&team_kustomization(o, ns)),
+        );
+    }
     files.insert(
         "argocd/argocd-cm-health.yaml".into(),
         yaml(&argocd_cm_patch()),

@@ -43,6 +43,9 @@ pub struct Record {
     pub repo_url: String,
     /// `--repo-path`.
     pub repo_path: String,
+    /// `--team`.
+    #[serde(default)]
+    pub team: Vec<String>,
     /// `--cmp-image`; absent: the release's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmp_image: Option<String>,
@@ -68,6 +71,7 @@ impl Record {
             repo_url: o.repo_url.clone(),
             repo_path: o.repo_path.clone(),
             cmp_image: chosen(&o.cmp_image, &defaults.cmp_image),
+            team: o.teams.clone(),
         }
     }
 

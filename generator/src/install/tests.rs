@@ -908,3 +908,59 @@ fn the_bundle_records_its_options() {
     assert_eq!(tagged.image.as_deref(), Some("registry.example/healer:dev"));
     assert!(tagged.allow_tag);
 }
+
+/// `--team`: per team an AppProject limited to its namespace and the kinds a fleet
+/// renders, an Application and a Flux Kustomization syncing only its folder.
+#[test]
+fn each_team_gets_a_project_an_application_and_a_kustomization() {
+    let o = InstallOptions {
+        teams: vec!["payments".into()],
+        repo_path: "deploy".into(),
+        ..InstallOptions::default()
+    };
+    let files = render(&o);
+    let get = |path: &str| parse(&files.iter().find(|f| f.path == path).unwrap().text);
+    let project = get("argocd/teams/payments/appproject.yaml");
+    assert_eq!(project["spec"]["destinations"][0]["namespace"], "payments");
+    let kinds: Vec<String> = project["spec"]["namespaceResourceWhitelist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            format!(
+                "{}/{}",
+                k["group"].as_str().unwrap(),
+                k["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for want in [
+        "apps/StatefulSet",
+        "/Service",
+        "fleet.celld.dev/CelldFleet",
+        "policy/PodDisruptionBudget",
+    ] {
+        assert!(kinds.contains(&want.to_string()), "{kinds:?}");
+    }
+    assert_eq!(
+        project["spec"]["clusterResourceWhitelist"],
+        serde_json::json!([{"group": "fleet.celld.dev", "kind": "CelldBucketReservation"}])
+    );
+    let app = get("argocd/teams/payments/application.yaml");
+    assert_eq!(app["spec"]["project"], "celld-payments");
+    assert_eq!(app["spec"]["source"]["path"], "deploy/payments");
+    assert_eq!(app["spec"]["destination"]["namespace"], "payments");
+    let flux = get("flux/teams/payments.yaml");
+    assert_eq!(flux["metadata"]["namespace"], "payments");
+    assert_eq!(flux["spec"]["path"], "./deploy/payments");
+    assert_eq!(
+        flux["spec"]["serviceAccountName"],
+        super::TEAM_SERVICE_ACCOUNT
+    );
+    // The team objects are examples to adapt, not cluster objects of the bundle.
+    let k = files
+        .iter()
+        .find(|f| f.path == "kustomization.yaml")
+        .unwrap();
+    assert!(!k.text.contains("teams/"));
+}

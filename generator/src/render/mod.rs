@@ -70,6 +70,19 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
+    /// Every kind.
+    pub const ALL: [ObjectKind; 9] = [
+        ObjectKind::CelldBucketReservation,
+        ObjectKind::CelldFleet,
+        ObjectKind::NetworkPolicy,
+        ObjectKind::PodDisruptionBudget,
+        ObjectKind::Service,
+        ObjectKind::Deployment,
+        ObjectKind::StatefulSet,
+        ObjectKind::HttpRoute,
+        ObjectKind::Ingress,
+    ];
+
     /// `apiVersion`.
     pub fn api_version(self) -> &'static str {
         match self {

@@ -134,12 +134,19 @@ pub struct Bundle {
 impl Bundle {
     /// Runs `celld-gen install --output <scratch dir>`.
     pub fn render() -> Result<Bundle> {
+        Self::render_with(&[])
+    }
+
+    /// Runs `celld-gen install <args> --output <scratch dir>`.
+    pub fn render_with(args: &[&str]) -> Result<Bundle> {
         let bin = workspace_bin("celld-gen", "CELLD_GEN_BIN")?;
         let dir = std::env::temp_dir()
             .join(kubesim::testing::unique_name("celld-gitops-bundle"))
             .join("install");
         let out = Command::new(&bin)
-            .args(["install", "--output"])
+            .arg("install")
+            .args(args)
+            .arg("--output")
             .arg(&dir)
             .output()
             .with_context(|| format!("running {} install", bin.display()))?;

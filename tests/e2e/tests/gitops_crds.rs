@@ -1,4 +1,5 @@
-//! The Argo CD Application and the Flux Kustomization that `celld-gen install` renders,
+//! The Argo CD Application and the Flux Kustomization that `celld-gen install` renders
+//! (and, with `--team`, a team's AppProject, Application and Kustomization),
 //! against the CRDs that ship in the modules `tests/gitops/build.sh` builds
 //! (`argo-cd/v3` `manifests/crds/application-crd.yaml`, kustomize-controller's
 //! `config/crd/bases`): with those CRDs installed on the test control plane, each is
@@ -147,10 +148,11 @@ async fn install_bundle_application_and_kustomization_match_the_real_crds() -> R
     let _lock = tokio::task::block_in_place(|| cluster.lock(test, Sharing::Shared))?;
     let client = &cluster.client;
     let dir = gitops::gitops_dir();
-    let bundle = Bundle::render()?;
+    let bundle = Bundle::render_with(&["--team", "crds-team-a"])?;
     let mut crds = Vec::new();
     let result = async {
         crds.push(install_crd(client, &dir.join("argocd/application-crd.yaml")).await?);
+        crds.push(install_crd(client, &dir.join("argocd/appproject-crd.yaml")).await?);
         crds.push(
             install_crd(
                 client,
@@ -159,11 +161,33 @@ async fn install_bundle_application_and_kustomization_match_the_real_crds() -> R
             .await?,
         );
         check(client, &bundle.application()?, "applications").await?;
-        check(client, &bundle.kustomization()?, "kustomizations").await
+        check(client, &bundle.kustomization()?, "kustomizations").await?;
+        // A team's objects (`install --team`): its AppProject, Application and Flux
+        // Kustomization (in the team's namespace).
+        check(
+            client,
+            &bundle.file("argocd/teams/crds-team-a/appproject.yaml")?,
+            "appprojects",
+        )
+        .await?;
+        check(
+            client,
+            &bundle.file("argocd/teams/crds-team-a/application.yaml")?,
+            "applications",
+        )
+        .await?;
+        check(
+            client,
+            &bundle.file("flux/teams/crds-team-a.yaml")?,
+            "kustomizations",
+        )
+        .await
     }
     .await;
     // The CRDs stay installed, as the Gateway API CRDs do: removing them would change
     // API discovery under the engines of the GitOps tests running beside this one.
     let _ = crds;
+    let _ =
+        kubesim::testing::delete_namespace(client, "crds-team-a", Duration::from_secs(60)).await;
     result
 }
