@@ -488,7 +488,17 @@ mod tests {
             None
         );
         assert!(image_problem("ghcr.io/ewhauser/celld:v1").is_some());
-        assert!(image_problem(&format!("ghcr.io/ewhauser/celld:v1@sha256:{d}")).is_some());
+        // A tag beside the digest (as update bots write it) is accepted; the digest alone
+        // is what runs.
+        assert_eq!(
+            image_problem(&format!("ghcr.io/ewhauser/celld:v1@sha256:{d}")),
+            None
+        );
+        assert_eq!(
+            pinned_image(&format!("localhost:5000/celld:v1@sha256:{d}")),
+            format!("localhost:5000/celld@sha256:{d}")
+        );
+        assert!(image_problem(&format!("ghcr.io/ewhauser:v1/celld@sha256:{d}")).is_some());
         assert!(image_problem(&format!("celld@sha256:{d}")).is_some());
         assert!(image_problem("ghcr.io/x/celld@sha256:ABC").is_some());
     }
