@@ -132,7 +132,7 @@ fn check_metadata(node: &Node, out: &mut Vec<Problem>) {
 const SUGGEST_DISTANCE: usize = 2;
 
 /// "unknown field `x`", with the closest known name when it is a likely typo.
-fn unknown_field(name: &str, known: &[&str]) -> String {
+pub fn unknown_field(name: &str, known: &[&str]) -> String {
     let lower = name.to_ascii_lowercase();
     let best = known
         .iter()

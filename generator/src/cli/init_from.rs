@@ -108,21 +108,16 @@ pub fn fleet_file_from(args: &InitArgs, from: &Path, identity: &str) -> Result<S
         name = args.name,
         from = from.display(),
     );
-    for (key, value) in [
-        ("apiVersion", json!(labels::API_VERSION)),
-        ("kind", json!("CelldFleet")),
-        ("metadata", Value::Object(metadata)),
-        (
-            "spec",
-            serde_json::to_value(&spec).map_err(|e| FromError::Source {
-                path: from.to_path_buf(),
-                problems: e.to_string(),
-            })?,
-        ),
-    ] {
-        out.push_str(&yaml::block(&json!({ key: value }), 0));
-        out.push('\n');
-    }
+    let spec = serde_json::to_value(&spec).map_err(|e| FromError::Source {
+        path: from.to_path_buf(),
+        problems: e.to_string(),
+    })?;
+    out.push_str(&yaml::object(&json!({
+        "apiVersion": labels::API_VERSION,
+        "kind": "CelldFleet",
+        "metadata": Value::Object(metadata),
+        "spec": spec,
+    })));
     // The two fleets side by side, as a render of both would see them: the identity,
     // name and storage checks between fleets (a prefix inside a bucket the source uses
     // whole overlaps it).

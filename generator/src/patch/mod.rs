@@ -88,24 +88,6 @@ fn at(set: &PatchSet, field: &str, pos: Pos, message: String, expected: &str) ->
     }
 }
 
-/// A patched object as YAML: `apiVersion`, `kind`, `metadata` and `spec` first, as
-/// Kubernetes objects are read, then any other field; keys below are sorted.
-fn to_yaml(value: &Value) -> String {
-    const HEAD: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
-    let Value::Object(map) = value else {
-        return format!("{}\n", yaml::block(value, 0));
-    };
-    let mut keys: Vec<&String> = map.keys().collect();
-    keys.sort_by_key(|k| (HEAD.iter().position(|h| h == k).unwrap_or(HEAD.len()), *k));
-    let mut out = String::new();
-    for k in keys {
-        let one = Value::Object(serde_json::Map::from_iter([(k.clone(), map[k].clone())]));
-        out.push_str(&yaml::block(&one, 0));
-        out.push('\n');
-    }
-    out
-}
-
 /// Applies `sets` (all for `fleet`) to its rendered objects. On any problem nothing is
 /// changed and every problem is returned.
 pub fn apply(sets: &[PatchSet], fleet: &mut RenderedFleet) -> Result<(), Vec<Diagnostic>> {
@@ -212,7 +194,7 @@ pub fn apply(sets: &[PatchSet], fleet: &mut RenderedFleet) -> Result<(), Vec<Dia
     for (i, value) in work.into_iter().enumerate() {
         let Some(value) = value else { continue };
         let o = &fleet.objects[i];
-        let text = to_yaml(&value);
+        let text = yaml::object(&value);
         match roundtrip::check(o.kind, &text) {
             Ok(()) => texts.push((i, text)),
             Err(e) => {

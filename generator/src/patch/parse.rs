@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use celld_api::validate::edit_distance;
 use celld_api::validate::yaml::{Kind, Node};
 
 use super::json::{OpKind, Operation};
@@ -59,18 +58,7 @@ impl Reader<'_> {
                 out.push((k.name.as_str(), v));
                 continue;
             }
-            let near = known
-                .iter()
-                .min_by_key(|n| {
-                    edit_distance(&k.name.to_ascii_lowercase(), &n.to_ascii_lowercase())
-                })
-                .filter(|n| {
-                    edit_distance(&k.name.to_ascii_lowercase(), &n.to_ascii_lowercase()) <= 3
-                });
-            let message = match near {
-                Some(n) => format!("unknown field `{}`; did you mean `{n}`?", k.name),
-                None => format!("unknown field `{}`", k.name),
-            };
+            let message = celld_api::validate::schema::unknown_field(&k.name, known);
             let f = join(field, &k.name);
             self.errors.push(Diagnostic {
                 file: self.path.to_path_buf(),

@@ -73,6 +73,25 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
+/// A Kubernetes object as a YAML document: `apiVersion`, `kind`, `metadata` and `spec`
+/// first, as objects are read, then any other field; keys below them sorted
+/// ([`block`]). Ends with a newline.
+pub fn object(v: &Value) -> String {
+    const HEAD: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
+    let Value::Object(map) = v else {
+        return format!("{}\n", block(v, 0));
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort_by_key(|k| (HEAD.iter().position(|h| h == k).unwrap_or(HEAD.len()), *k));
+    let mut out = String::new();
+    for k in keys {
+        let one = Value::Object(serde_json::Map::from_iter([(k.clone(), map[k].clone())]));
+        out.push_str(&block(&one, 0));
+        out.push('\n');
+    }
+    out
+}
+
 /// A map or list as block YAML, every line indented by `indent` spaces, lines separated by
 /// `\n`, no trailing newline. Map keys are written sorted, whatever the map's own order,
 /// so the output never depends on how the value was built. List items are written at the

@@ -15,6 +15,13 @@ use super::yaml::{Kind, Node, Pos};
 use crate::defaults::Bounds;
 use crate::{CapacityMode, CelldFleet, Profile, ZoneFormat, defaults, labels};
 
+/// What a label or annotation key may be (for "expected" in a problem).
+pub(super) const QUALIFIED_NAME_HINT: &str =
+    "an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters";
+/// What a label value may be.
+pub(super) const LABEL_VALUE_HINT: &str =
+    "at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit";
+
 /// Collects problems for one document, locating each field in the source tree.
 pub struct Checker<'a> {
     doc: &'a Node,
@@ -180,7 +187,7 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
                 is_qualified_name(key),
                 &format!("{field}.{key}"),
                 format!("`{key}` is not a valid key"),
-                "an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters",
+                QUALIFIED_NAME_HINT,
             );
             if field == "metadata.annotations" {
                 check_gitops_guard(c, map.as_ref().and_then(|m| m.get(key)), key, field);
@@ -206,7 +213,7 @@ fn check_header(c: &mut Checker<'_>, doc: &Node, fleet: &CelldFleet) {
                 is_label_value(v),
                 &format!("metadata.labels.{k}"),
                 format!("`{v}` is not a valid label value"),
-                "at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit",
+                LABEL_VALUE_HINT,
             );
         }
     }

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Checker;
+use super::{Checker, LABEL_VALUE_HINT, QUALIFIED_NAME_HINT};
 use crate::validate::formats::*;
 use crate::{
     CelldFleet, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, PodSettings,
@@ -58,7 +58,7 @@ pub fn check(c: &mut Checker<'_>, fleet: &CelldFleet) {
                 is_label_value(v),
                 &field,
                 format!("`{v}` is not a valid label value"),
-                "at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit",
+                LABEL_VALUE_HINT,
             );
         }
     }
@@ -145,7 +145,7 @@ fn key_ok(c: &mut Checker<'_>, key: &str, field: &str) -> bool {
         ok,
         field,
         format!("`{key}` is not a valid key"),
-        "an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters",
+        QUALIFIED_NAME_HINT,
     );
     ok
 }
@@ -183,7 +183,7 @@ fn check_metadata(c: &mut Checker<'_>, pod: &PodSettings) {
                     is_label_value(v),
                     &f,
                     format!("`{v}` is not a valid label value"),
-                    "at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit",
+                    LABEL_VALUE_HINT,
                 );
             }
         }
@@ -224,7 +224,7 @@ fn check_toleration(c: &mut Checker<'_>, t: &Toleration, field: &str) {
             is_label_value(v),
             &format!("{field}.value"),
             format!("`{v}` is not a valid taint value"),
-            "at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit",
+            LABEL_VALUE_HINT,
         ),
         None => {}
     }
