@@ -142,6 +142,20 @@ pub const LEASE_NAMESPACE: &str = "lease-namespace";
 pub const LEASE_NAME: &str = "lease-name";
 /// Its default name.
 pub const DEFAULT_LEASE_NAME: &str = "celld-healer";
+/// The Lease an install holds in every namespace it acts in, so that of two installs
+/// serving one namespace only one acts there and the other reports the conflict.
+pub const NAMESPACE_CLAIM_LEASE: &str = "celld-healer-claim";
+/// A namespace claim lasts this many `--lease-duration`s. It is renewed every third of
+/// that: one request per namespace every 20 s with the default 15 s, and an install
+/// takes over a namespace whose holder stopped within 60 s.
+pub const NAMESPACE_CLAIM_LEASES: u32 = 4;
+
+/// The holder identity of the namespace claims of the install whose (unsharded) Lease
+/// is `lease_name` in `lease_namespace`: every replica and every shard of one install
+/// holds its claims together, and two installs never share one.
+pub fn claim_holder(lease_namespace: &str, lease_name: &str) -> String {
+    format!("{lease_namespace}/{lease_name}")
+}
 /// This replica's name in the Lease and in Events.
 pub const IDENTITY: &str = "identity";
 /// The environment variable `--identity` falls back to (the Deployment sets it from

@@ -5,6 +5,8 @@
 
 use serde_json::{Value, json};
 
+use crate::healer_flags::NAMESPACE_CLAIM_LEASE;
+
 /// Where a rule is granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
@@ -186,6 +188,22 @@ pub const RULES: &[Rule] = &[
         names: &[],
         scope: Scope::Served,
         why: "record every action and every change of Blocked on the fleet",
+    },
+    Rule {
+        group: "coordination.k8s.io",
+        resources: &["leases"],
+        verbs: &["create"],
+        names: &[],
+        scope: Scope::Served,
+        why: "claim the namespace: its Lease celld-healer-claim, when none exists (a create cannot be limited by name)",
+    },
+    Rule {
+        group: "coordination.k8s.io",
+        resources: &["leases"],
+        verbs: &["get", "update"],
+        names: &[NAMESPACE_CLAIM_LEASE],
+        scope: Scope::Served,
+        why: "renew the namespace's claim, or take it over from an install that stopped renewing it",
     },
     Rule {
         group: "rbac.authorization.k8s.io",

@@ -191,7 +191,7 @@ impl Actor<'_> {
     }
 
     fn check_gate(&self) -> Result<(), ActError> {
-        if self.gate.may_act() {
+        if self.gate.may_act_in(self.ns()) {
             Ok(())
         } else {
             Err(ActError::NotLeader)

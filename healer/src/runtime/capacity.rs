@@ -177,7 +177,7 @@ pub(super) async fn evaluate_fleet(
         ctx.memory.capacity.forget(&key);
         ctx.metrics.forget_capacity(&key);
         if let Some(r) = reservation.as_deref().filter(|r| annotation(r).is_some()) {
-            write_history(ctx, r, None).await?;
+            write_history(ctx, fleet, r, None).await?;
             info!(fleet = %key, reservation = ?r.metadata.name, "capacity history removed: the fleet has no capacity policy");
         }
         return Ok(Evaluated::default());
@@ -252,7 +252,7 @@ pub(super) async fn evaluate_fleet(
     if old_text.as_deref() != Some(text.as_str()) {
         let mut r = (*reservation).clone();
         r.metadata.resource_version = Some(rv);
-        if let Some(new_rv) = write_history(ctx, &r, Some(&text)).await? {
+        if let Some(new_rv) = write_history(ctx, fleet, &r, Some(&text)).await? {
             written = Some((new_rv, text, Instant::now()));
         }
     }
@@ -280,10 +280,15 @@ pub(super) async fn evaluate_fleet(
 /// resourceVersion; `None` when this replica may not write.
 async fn write_history(
     ctx: &Reconciler,
+    fleet: &CelldFleet,
     r: &CelldBucketReservation,
     text: Option<&str>,
 ) -> Result<Option<String>, ReconcileError> {
-    if !ctx.gate.may_act() {
+    // Cluster-scoped, but the fleet's: written only by the install holding its namespace.
+    if !ctx
+        .gate
+        .may_act_in(fleet.metadata.namespace.as_deref().unwrap_or_default())
+    {
         return Ok(None);
     }
     let name = r.metadata.name.clone().unwrap_or_default();

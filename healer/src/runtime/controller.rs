@@ -81,6 +81,11 @@ pub struct Settings {
     pub application_interval: Duration,
     /// The monotonic clock and the API server's (fed by the client's requests layer).
     pub clocks: Arc<super::clocks::Clocks>,
+    /// This install's lease namespace and (unsharded) lease name, which name its
+    /// namespace claims ([`super::claims`]).
+    pub install: (String, String),
+    /// `--lease-duration`.
+    pub lease_duration: Duration,
 }
 
 /// The controller.
@@ -138,6 +143,21 @@ impl Controller {
         s.metrics
             .count_served_with(move || served.count(shard, &store.state()));
         let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(
+            super::claims::Claimer {
+                client: s.client.clone(),
+                install: s.install.clone(),
+                lease_duration: s.lease_duration,
+                gate: s.gate.clone(),
+                fleets: stores.fleets.clone(),
+                served: s.served.clone(),
+                shard: s.shard,
+                poke: poke_tx.clone(),
+                events: Events::new(s.client.clone(), &s.identity, s.metrics.clone()),
+                metrics: s.metrics.clone(),
+            }
+            .run(shutdown.clone()),
+        );
         let ctx = Arc::new(Reconciler {
             client: s.client.clone(),
             served: s.served.clone(),

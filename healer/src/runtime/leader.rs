@@ -52,6 +52,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::claims::Table;
 use super::metrics::Metrics;
 #[cfg(doc)]
 use celld_api::healer_flags::Shard;
@@ -89,6 +90,9 @@ struct GateInner {
     leading: watch::Sender<bool>,
     /// How many times leadership changed (either way).
     changes: AtomicU64,
+    /// This install's namespace claims ([`super::claims`]): a leader writes in a
+    /// namespace only while its install holds that namespace's claim.
+    claims: Arc<Table>,
 }
 
 /// Until when each lease counts as held (None: not held).
@@ -114,20 +118,22 @@ enum Which {
 }
 
 impl Gate {
-    fn new() -> Gate {
+    fn new(claims: Table) -> Gate {
         Gate {
             inner: Arc::new(GateInner {
                 until: Mutex::new(Held::default()),
                 closed: AtomicBool::new(false),
                 leading: watch::channel(false).0,
                 changes: AtomicU64::new(0),
+                claims: Arc::new(claims),
             }),
         }
     }
 
-    /// A gate that is always open (no election: tests, single replica tools).
+    /// A gate that is always open, in every namespace (no election: tests, single
+    /// replica tools).
     pub fn always_open() -> Gate {
-        let g = Gate::new();
+        let g = Gate::new(Table::not_needed());
         let forever = Some(Instant::now() + Duration::from_secs(1 << 40));
         *g.inner.until.lock().expect("gate lock") = Held {
             shard: forever,
@@ -146,6 +152,17 @@ impl Gate {
         let held = self.inner.until.lock().expect("gate lock");
         let now = Instant::now();
         held.shard.is_some_and(|t| now < t) && held.group.is_some_and(|t| now < t)
+    }
+
+    /// Whether a write in `namespace` may start now: [`Gate::may_act`], and this
+    /// install holds the namespace's claim.
+    pub fn may_act_in(&self, namespace: &str) -> bool {
+        self.may_act() && self.inner.claims.holds(namespace)
+    }
+
+    /// This install's namespace claims.
+    pub fn claims(&self) -> &Arc<Table> {
+        &self.inner.claims
     }
 
     /// Whether this replica leads, but its last renewal is older than the lease allows:
@@ -172,6 +189,7 @@ impl Gate {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         *self.inner.until.lock().expect("gate lock") = Held::default();
+        self.inner.claims.clear();
         self.inner.leading.send_replace(false);
     }
 
@@ -210,6 +228,8 @@ impl Gate {
             held.both()
         };
         if *self.inner.leading.borrow() != both {
+            // Claims are renewed by the leader only: a new term claims anew.
+            self.inner.claims.clear();
             self.inner.changes.fetch_add(1, Ordering::SeqCst);
             self.inner.leading.send_replace(both);
         }
@@ -218,41 +238,34 @@ impl Gate {
 
 /// Runs the election loop.
 pub struct Elector {
-    api: Api<Lease>,
+    client: Client,
     cfg: LeaseConfig,
     gate: Gate,
     metrics: Arc<Metrics>,
 }
 
-/// What the elector last saw of another holder's record.
+/// What a campaign last saw of another holder's record.
 struct Observed {
     resource_version: String,
     since: Instant,
 }
 
-/// One lease this replica campaigns for: its name, the holder identity it writes, the
-/// record it last wrote, and what it last saw of another holder.
-struct Campaign {
+/// One Lease this replica campaigns for (the election's, or a namespace claim): where it
+/// is, the holder identity it writes, the record it last wrote, and what it last saw of
+/// another holder. The protocol is the one described at the top of this module.
+pub(super) struct Campaign {
+    api: Api<Lease>,
+    namespace: String,
     name: String,
     identity: String,
+    duration: Duration,
     held: Option<Lease>,
     observed: Option<Observed>,
 }
 
-impl Campaign {
-    fn new(name: &str, identity: &str) -> Campaign {
-        Campaign {
-            name: name.to_string(),
-            identity: identity.to_string(),
-            held: None,
-            observed: None,
-        }
-    }
-}
-
 /// The outcome of one round for one lease.
 #[derive(Debug, PartialEq, Eq)]
-enum Round {
+pub(super) enum Round {
     /// This replica holds it (renewed or acquired).
     Held,
     /// Another holder has it and has not let it expire.
@@ -265,13 +278,179 @@ enum Round {
 /// ours.
 const SHARED_RETRIES: usize = 3;
 
+fn now() -> MicroTime {
+    MicroTime(Timestamp::now())
+}
+
+impl Campaign {
+    /// A campaign for the Lease `name` in `namespace`, held as `identity` for
+    /// `duration` at a time.
+    pub(super) fn new(
+        client: &Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        duration: Duration,
+    ) -> Campaign {
+        Campaign {
+            api: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            identity: identity.to_string(),
+            duration,
+            held: None,
+            observed: None,
+        }
+    }
+
+    /// The Lease's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn duration_secs(&self) -> i32 {
+        i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    /// A round on a lease several replicas hold together: a sibling's renewal between
+    /// our read and our write is retried at once, not taken for a loss.
+    pub(super) async fn shared_round(&mut self) -> Result<Round, kube::Error> {
+        for _ in 0..SHARED_RETRIES {
+            match self.round().await? {
+                Round::Raced => continue,
+                other => return Ok(other),
+            }
+        }
+        Ok(Round::Raced)
+    }
+
+    /// One round on the lease.
+    pub(super) async fn round(&mut self) -> Result<Round, kube::Error> {
+        // Renew what we hold, with the resourceVersion of our last write.
+        if let Some(mut lease) = self.held.take() {
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            spec.renew_time = Some(now());
+            spec.lease_duration_seconds = Some(self.duration_secs());
+            match self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(l) => {
+                    self.held = Some(l);
+                    return Ok(Round::Held);
+                }
+                Err(kube::Error::Api(s)) if s.is_conflict() || s.is_not_found() => {
+                    debug!(lease = %self.name, "lease changed under us; reading it again");
+                }
+                Err(e) => {
+                    // Keep it: the next round retries with the same resourceVersion.
+                    self.held = Some(lease);
+                    return Err(e);
+                }
+            }
+        }
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            let lease: Lease = serde_json::from_value(serde_json::json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {
+                    "holderIdentity": self.identity,
+                    "leaseDurationSeconds": self.duration_secs(),
+                    "acquireTime": now(),
+                    "renewTime": now(),
+                    "leaseTransitions": 0,
+                }
+            }))
+            .expect("a valid Lease");
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(l) => {
+                    self.held = Some(l);
+                    Ok(Round::Held)
+                }
+                Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => {
+                    Ok(Round::Raced)
+                }
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let rv = lease.metadata.resource_version.clone().unwrap_or_default();
+        let mine = holder == self.identity;
+        if !mine && !holder.is_empty() {
+            let at = Instant::now();
+            let since = match &self.observed {
+                Some(o) if o.resource_version == rv => o.since,
+                _ => {
+                    self.observed = Some(Observed {
+                        resource_version: rv.clone(),
+                        since: at,
+                    });
+                    at
+                }
+            };
+            let their_duration = spec
+                .lease_duration_seconds
+                .map_or(self.duration, |s| Duration::from_secs(s.max(1) as u64));
+            if at.duration_since(since) < their_duration {
+                return Ok(Round::Other(holder));
+            }
+            info!(lease = %self.name, namespace = %self.namespace, holder = %holder,
+                "the lease holder stopped renewing; taking over");
+        }
+        let s = lease.spec.get_or_insert_with(Default::default);
+        if !mine {
+            s.holder_identity = Some(self.identity.clone());
+            s.acquire_time = Some(now());
+            s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        s.renew_time = Some(now());
+        s.lease_duration_seconds = Some(self.duration_secs());
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(l) => {
+                self.held = Some(l);
+                self.observed = None;
+                Ok(Round::Held)
+            }
+            Err(kube::Error::Api(s)) if s.is_conflict() => Ok(Round::Raced),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Clears the holder of a lease this replica holds, so a standby takes over without
+    /// waiting for expiry.
+    async fn release(mut self) {
+        let Some(mut lease) = self.held.take() else {
+            return;
+        };
+        let s = lease.spec.get_or_insert_with(Default::default);
+        s.holder_identity = None;
+        s.renew_time = Some(now());
+        s.lease_duration_seconds = Some(1);
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => info!(lease = %self.name, "released the lease"),
+            Err(e) => warn!(error = %e, "could not release the lease; it expires on its own"),
+        }
+    }
+}
+
 impl Elector {
     /// Creates the elector; nothing is sent until [`Elector::run`].
     pub fn new(client: Client, cfg: LeaseConfig, metrics: Arc<Metrics>) -> Elector {
         Elector {
-            api: Api::namespaced(client, &cfg.namespace),
+            client,
             cfg,
-            gate: Gate::new(),
+            gate: Gate::new(Table::needed()),
             metrics,
         }
     }
@@ -281,13 +460,23 @@ impl Elector {
         self.gate.clone()
     }
 
+    fn campaign(&self, name: &str, identity: &str) -> Campaign {
+        Campaign::new(
+            &self.client,
+            &self.cfg.namespace,
+            name,
+            identity,
+            self.cfg.duration,
+        )
+    }
+
     /// Campaigns and renews until `shutdown` turns true, then releases the shard's lease
     /// if held (the shared lease stays with the siblings; it expires once none renews).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let renew_every = self.cfg.duration / 3;
         let renew_deadline = self.cfg.duration * 2 / 3;
-        let mut shard = Campaign::new(&self.cfg.name, &self.cfg.identity);
-        let mut group = Campaign::new(&self.cfg.group_name, &self.cfg.group_holder);
+        let mut shard = self.campaign(&self.cfg.name, &self.cfg.identity);
+        let mut group = self.campaign(&self.cfg.group_name, &self.cfg.group_holder);
         let mut acting = false;
         let mut waiting_for: Option<String> = None;
         loop {
@@ -296,11 +485,11 @@ impl Elector {
             }
             let mut next = renew_every;
             let started = Instant::now();
-            match self.attempt(&mut shard).await {
+            match shard.round().await {
                 Ok(Round::Held) => self.gate.renewed(Which::Shard, started + renew_deadline),
                 Ok(_) => self.gate.lost(Which::Shard),
                 Err(e) => {
-                    self.failed(&shard.name, &e);
+                    self.failed(shard.name(), &e);
                     // The gate stays open only until the renew deadline passes.
                     if !self.gate.holds_shard() {
                         self.gate.lost(Which::Shard);
@@ -310,7 +499,7 @@ impl Elector {
             }
             if self.gate.holds_shard() {
                 let started = Instant::now();
-                match self.attempt_shared(&mut group).await {
+                match group.shared_round().await {
                     Ok(Round::Held) => {
                         self.gate.renewed(Which::Group, started + renew_deadline);
                         waiting_for = None;
@@ -323,7 +512,14 @@ impl Elector {
                             waiting_for = Some(holder);
                         }
                     }
-                    Ok(Round::Raced) | Err(_) => {
+                    Ok(Round::Raced) => {
+                        if !self.gate.may_act() {
+                            self.gate.lost(Which::Group);
+                        }
+                        next = Duration::from_secs(1);
+                    }
+                    Err(e) => {
+                        self.failed(group.name(), &e);
                         if !self.gate.may_act() {
                             self.gate.lost(Which::Group);
                         }
@@ -352,148 +548,12 @@ impl Elector {
         }
         self.gate.close();
         self.metrics.set_leader(false);
-        if let Some(lease) = shard.held {
-            self.release(&shard.name, lease).await;
-        }
+        shard.release().await;
     }
 
     fn failed(&self, lease: &str, e: &kube::Error) {
         self.metrics.error("lease");
         warn!(error = %e, lease = %lease, "lease request failed");
-    }
-
-    /// A round on a lease several replicas hold together: a sibling's renewal between
-    /// our read and our write is retried at once, not taken for a loss.
-    async fn attempt_shared(&self, c: &mut Campaign) -> Result<Round, kube::Error> {
-        for _ in 0..SHARED_RETRIES {
-            match self.attempt(c).await {
-                Ok(Round::Raced) => continue,
-                Err(e) => {
-                    self.failed(&c.name, &e);
-                    return Err(e);
-                }
-                other => return other,
-            }
-        }
-        Ok(Round::Raced)
-    }
-
-    fn now() -> MicroTime {
-        MicroTime(Timestamp::now())
-    }
-
-    fn duration_secs(&self) -> i32 {
-        i32::try_from(self.cfg.duration.as_secs()).unwrap_or(i32::MAX)
-    }
-
-    /// One round on one lease.
-    async fn attempt(&self, c: &mut Campaign) -> Result<Round, kube::Error> {
-        // Renew what we hold, with the resourceVersion of our last write.
-        if let Some(mut lease) = c.held.take() {
-            let spec = lease.spec.get_or_insert_with(Default::default);
-            spec.renew_time = Some(Self::now());
-            spec.lease_duration_seconds = Some(self.duration_secs());
-            match self
-                .api
-                .replace(&c.name, &PostParams::default(), &lease)
-                .await
-            {
-                Ok(l) => {
-                    c.held = Some(l);
-                    return Ok(Round::Held);
-                }
-                Err(kube::Error::Api(s)) if s.is_conflict() || s.is_not_found() => {
-                    debug!(lease = %c.name, "lease changed under us; reading it again");
-                }
-                Err(e) => {
-                    // Keep it: the next round retries with the same resourceVersion.
-                    c.held = Some(lease);
-                    return Err(e);
-                }
-            }
-        }
-        let Some(mut lease) = self.api.get_opt(&c.name).await? else {
-            let lease: Lease = serde_json::from_value(serde_json::json!({
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": c.name, "namespace": self.cfg.namespace},
-                "spec": {
-                    "holderIdentity": c.identity,
-                    "leaseDurationSeconds": self.duration_secs(),
-                    "acquireTime": Self::now(),
-                    "renewTime": Self::now(),
-                    "leaseTransitions": 0,
-                }
-            }))
-            .expect("a valid Lease");
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(l) => {
-                    c.held = Some(l);
-                    Ok(Round::Held)
-                }
-                Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => {
-                    Ok(Round::Raced)
-                }
-                Err(e) => Err(e),
-            };
-        };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().unwrap_or_default();
-        let rv = lease.metadata.resource_version.clone().unwrap_or_default();
-        let mine = holder == c.identity;
-        if !mine && !holder.is_empty() {
-            let now = Instant::now();
-            let since = match &c.observed {
-                Some(o) if o.resource_version == rv => o.since,
-                _ => {
-                    c.observed = Some(Observed {
-                        resource_version: rv.clone(),
-                        since: now,
-                    });
-                    now
-                }
-            };
-            let their_duration = spec
-                .lease_duration_seconds
-                .map_or(self.cfg.duration, |s| Duration::from_secs(s.max(1) as u64));
-            if now.duration_since(since) < their_duration {
-                return Ok(Round::Other(holder));
-            }
-            info!(lease = %c.name, holder = %holder, "the lease holder stopped renewing; taking over");
-        }
-        let s = lease.spec.get_or_insert_with(Default::default);
-        if !mine {
-            s.holder_identity = Some(c.identity.clone());
-            s.acquire_time = Some(Self::now());
-            s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-        }
-        s.renew_time = Some(Self::now());
-        s.lease_duration_seconds = Some(self.duration_secs());
-        match self
-            .api
-            .replace(&c.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(l) => {
-                c.held = Some(l);
-                c.observed = None;
-                Ok(Round::Held)
-            }
-            Err(kube::Error::Api(s)) if s.is_conflict() => Ok(Round::Raced),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Clears the holder so a standby takes over without waiting for expiry.
-    async fn release(&self, name: &str, mut lease: Lease) {
-        let s = lease.spec.get_or_insert_with(Default::default);
-        s.holder_identity = None;
-        s.renew_time = Some(Self::now());
-        s.lease_duration_seconds = Some(1);
-        match self.api.replace(name, &PostParams::default(), &lease).await {
-            Ok(_) => info!(lease = %name, "released the lease"),
-            Err(e) => warn!(error = %e, "could not release the lease; it expires on its own"),
-        }
     }
 }
 
@@ -503,7 +563,7 @@ mod tests {
 
     #[test]
     fn a_late_renewal_lapses_the_gate_without_losing_leadership() {
-        let g = Gate::new();
+        let g = Gate::new(Table::needed());
         // Standby: neither leading nor lapsed.
         assert!(!g.may_act() && !g.lapsed());
         let later = Instant::now() + Duration::from_secs(60);
@@ -523,5 +583,31 @@ mod tests {
         // Lost: standby again.
         g.lost(Which::Shard);
         assert!(!g.may_act() && !g.lapsed());
+    }
+
+    #[test]
+    fn a_leader_writes_only_where_its_install_holds_the_claim() {
+        let g = Gate::new(Table::needed());
+        let later = Instant::now() + Duration::from_secs(60);
+        g.renewed(Which::Shard, later);
+        g.renewed(Which::Group, later);
+        assert!(g.may_act());
+        assert!(
+            !g.may_act_in("a"),
+            "leading, but the namespace is not claimed yet"
+        );
+        g.claims().set_held_for_test("a", later);
+        assert!(g.may_act_in("a") && !g.may_act_in("b"));
+        // A lost term forgets the claims: the next term reads them again.
+        g.lost(Which::Shard);
+        g.renewed(Which::Shard, later);
+        assert!(g.may_act() && !g.may_act_in("a"));
+        g.claims().set_held_for_test("a", later);
+        g.close();
+        assert!(!g.may_act_in("a"));
+        assert!(
+            Gate::always_open().may_act_in("a"),
+            "tools and tests: every namespace"
+        );
     }
 }

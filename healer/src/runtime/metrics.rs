@@ -6,6 +6,8 @@
 //! | `celld_healer_actions_total` | counter | `kind` (the Action variant), `outcome`: ok, conflict, error |
 //! | `celld_healer_blocked_fleets` | gauge | |
 //! | `celld_healer_excess_permissions` | gauge | (group, resource, verb) grants this healer holds beyond its RBAC table, found at start (`ExcessPermissions` Event) |
+//! | `celld_healer_namespaces_claimed` | gauge | namespaces where this install holds the claim Lease `celld-healer-claim`, and so acts (leader only) |
+//! | `celld_healer_namespaces_claimed_elsewhere` | gauge | namespaces with served fleets whose claim another install holds: this one stays out (`NamespaceClaimedElsewhere` Event) |
 //! | `celld_healer_fleets_unreadable` | gauge | CelldFleets the healer cannot read (each reported by an Event, `FleetUnreadable`) |
 //! | `celld_healer_errors_total` | counter | `kind`: api, observe, status, event, watch, lease |
 //! | `celld_healer_decide_duration_seconds` | histogram | |
@@ -125,6 +127,10 @@ pub struct Metrics {
     pub fleets_unreadable: Gauge,
     /// Grants beyond the RBAC table ([`super::permissions`]).
     pub excess_permissions: Gauge,
+    /// Namespaces this install's claim is held in ([`super::claims`]).
+    pub namespaces_claimed: Gauge,
+    /// Namespaces where another install holds the claim ([`super::claims`]).
+    pub namespaces_claimed_elsewhere: Gauge,
     /// Errors by kind.
     pub errors: Family<KindLabel, Counter>,
     /// Duration of `decide`.
@@ -196,6 +202,8 @@ impl Metrics {
         let blocked_fleets = Gauge::default();
         let fleets_unreadable = Gauge::default();
         let excess_permissions = Gauge::default();
+        let namespaces_claimed = Gauge::default();
+        let namespaces_claimed_elsewhere = Gauge::default();
         let errors = Family::<KindLabel, Counter>::default();
         let decide_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 10));
         let deadline_lag_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 12));
@@ -305,6 +313,16 @@ impl Metrics {
             "Grants this healer holds beyond its RBAC table, found at start",
             excess_permissions.clone(),
         );
+        registry.register(
+            "celld_healer_namespaces_claimed",
+            "Namespaces where this install holds the claim, and so acts (leader only)",
+            namespaces_claimed.clone(),
+        );
+        registry.register(
+            "celld_healer_namespaces_claimed_elsewhere",
+            "Namespaces with served fleets whose claim another healer install holds: this one does not act there",
+            namespaces_claimed_elsewhere.clone(),
+        );
         registry.register("celld_healer_errors", "Errors, by kind", errors.clone());
         registry.register(
             "celld_healer_decide_duration_seconds",
@@ -358,6 +376,8 @@ impl Metrics {
             blocked_fleets,
             fleets_unreadable,
             excess_permissions,
+            namespaces_claimed,
+            namespaces_claimed_elsewhere,
             errors,
             decide_seconds,
             deadline_lag_seconds,

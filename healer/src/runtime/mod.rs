@@ -38,6 +38,7 @@
 pub mod access;
 pub mod act;
 pub mod capacity;
+pub mod claims;
 pub mod cli;
 pub mod clocks;
 pub mod collector;
@@ -143,6 +144,8 @@ pub async fn run(args: Args) -> Result<()> {
         halt_after: args.test_halt_after,
         application_interval: args.application_interval,
         clocks,
+        install: (args.lease_namespace.clone(), args.lease_name.clone()),
+        lease_duration: args.lease_duration,
     });
     let ctl_task = tokio::spawn(ctl.run(shutdown_rx.clone()));
 

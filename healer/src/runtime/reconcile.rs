@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 
 use super::act::{self, ActError, Actor};
 use super::capacity::evaluate_fleet;
+use super::claims::Standing;
 use super::cli::HaltPoint;
 use super::clocks::{Clocks, Reading};
 use super::controller::DEBOUNCE;
@@ -307,6 +308,24 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
     if !ctx.gate.may_act() {
         ctx.metrics.reconcile("standby");
         return Ok(Pass::Done(turned_away(ctx)));
+    }
+    // One install per namespace (`super::claims`).
+    match ctx
+        .gate
+        .claims()
+        .standing(fleet.metadata.namespace.as_deref().unwrap_or_default())
+    {
+        Standing::Held => {}
+        Standing::Pending => {
+            ctx.gate.claims().want();
+            ctx.metrics.reconcile("unclaimed");
+            return Ok(Pass::Done(KAction::requeue(Duration::from_secs(1))));
+        }
+        // The claimer reconciles the namespace's fleets if it takes the claim over.
+        Standing::Elsewhere(_) => {
+            ctx.metrics.reconcile("claimed_elsewhere");
+            return Ok(Pass::Done(KAction::await_change()));
+        }
     }
     if let Err(why) = ctx
         .watches

@@ -83,7 +83,10 @@ pub(super) async fn write_status(
                 ctx.client.clone(),
                 fleet.metadata.namespace.as_deref().unwrap_or_default(),
             );
-            if !ctx.gate.may_act() {
+            if !ctx
+                .gate
+                .may_act_in(fleet.metadata.namespace.as_deref().unwrap_or_default())
+            {
                 return Ok(None);
             }
             let r = api

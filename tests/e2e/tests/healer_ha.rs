@@ -4,6 +4,7 @@
 //! leader is stopped with SIGTERM it releases the lease and the standby takes over at once.
 //! A replica that leads again has forgotten what it observed in its earlier term.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -306,6 +307,132 @@ async fn lead_again(env: &mut Env) -> Result<()> {
     ensure!(
         claim.get("data-alpha-1").await?.metadata.uid == before,
         "the claim changed before the handoff"
+    );
+    Ok(())
+}
+
+/// Two installs serving one namespace: only the one holding the namespace's claim acts
+/// there; the other reports the conflict, writes nothing, and takes the namespace over
+/// only once the holder stopped renewing the claim for its whole duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_install_serving_the_namespace_stays_out() -> Result<()> {
+    let Some(mut env) = Env::start("claims").await? else {
+        return Ok(());
+    };
+    let r = second_install(&mut env).await;
+    env.finish(r).await
+}
+
+/// Requests of healer `h` that write an object (its Leases and its start-up permission
+/// review, which stores nothing, aside).
+async fn writes_but_leases(env: &Env, h: usize) -> Result<BTreeMap<(String, String), f64>> {
+    let text = env.h(h).metrics_text().await?;
+    Ok(api_requests(&text)
+        .into_iter()
+        .filter(|((verb, resource), _)| {
+            !matches!(verb.as_str(), "get" | "list" | "watch")
+                && !matches!(resource.as_str(), "leases" | "selfsubjectrulesreviews")
+        })
+        .collect())
+}
+
+/// The gauge of namespaces held (the trailing space keeps `..._claimed_elsewhere` out of
+/// the prefix match).
+const CLAIMED: &str = "celld_healer_namespaces_claimed ";
+
+async fn second_install(env: &mut Env) -> Result<()> {
+    let mut f = env.persistent(&env.ns, "alpha", 3);
+    env.apply_fleet(&f.yaml()).await?;
+    let oa = env.healer_options();
+    let a = env.healer(oa.clone())?;
+    wait_ready_members(env, &f.identity, 3, Duration::from_secs(120)).await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+
+    // A second install (its own Lease, so its own claim holder) serving the same
+    // namespace: it leads its install, finds the claim held, and stays out.
+    let mut ob = env.healer_options();
+    ob.lease_name = format!("{}-second", oa.lease_name);
+    ob.identity = "second-install".into();
+    let b = env.healer(ob)?;
+    wait_for(
+        "the second install to report the claim held elsewhere",
+        Duration::from_secs(30),
+        || async {
+            Ok((env
+                .h(b)
+                .metric("celld_healer_namespaces_claimed_elsewhere")
+                .await
+                .unwrap_or(0.0)
+                == 1.0)
+                .then_some(()))
+        },
+    )
+    .await?;
+    ensure!(env.h(b).metric("celld_healer_leader").await? == 1.0);
+    ensure!(env.h(a).metric(CLAIMED).await? == 1.0);
+    let ev = wait_event(
+        env,
+        "alpha",
+        "NamespaceClaimedElsewhere",
+        Duration::from_secs(10),
+    )
+    .await?;
+    ensure!(
+        ev.type_ == "Warning" && ev.note.contains(&oa.lease_name),
+        "{ev:?}"
+    );
+
+    // A change from Git: the holder grows the fleet, the second install writes nothing.
+    f.members = 4;
+    env.apply_fleet(&f.yaml()).await?;
+    wait_ready_members(env, &f.identity, 4, Duration::from_secs(90)).await?;
+    wait_condition(env, "alpha", "Ready", "True", None, Duration::from_secs(60)).await?;
+    let b_writes = writes_but_leases(env, b).await?;
+    // Its only writes are two Events: the conflict's, and at start the report of the
+    // cluster-wide role every test healer runs with (`ExcessPermissions`).
+    let events = ("create".to_string(), "events".to_string());
+    ensure!(
+        b_writes.keys().all(|k| *k == events)
+            && b_writes.get(&events).copied().unwrap_or(0.0) <= 2.0
+            && env.h(b).metric("celld_healer_actions_total").await? == 0.0,
+        "the second install wrote in a namespace it does not hold: {b_writes:?}"
+    );
+    eprintln!("[claims] the second install stayed out while the first held the namespace");
+
+    // The holder dies without a word: the second install takes the namespace over once
+    // the claim (4 x the 6 s lease) went unrenewed, and acts.
+    env.h_mut(a).kill();
+    let t0 = Instant::now();
+    f.members = 5;
+    env.apply_fleet(&f.yaml()).await?;
+    wait_for(
+        "the second install to claim the namespace",
+        Duration::from_secs(60),
+        || async { Ok((env.h(b).metric(CLAIMED).await.unwrap_or(0.0) == 1.0).then_some(())) },
+    )
+    .await?;
+    let took_over = t0.elapsed();
+    wait_ready_members(env, &f.identity, 5, Duration::from_secs(90)).await?;
+    ensure!(
+        env.h(b)
+            .metric("celld_healer_actions_total{kind=\"SetReplicas\"")
+            .await?
+            >= 1.0
+    );
+    ensure!(
+        env.h(b)
+            .metric("celld_healer_namespaces_claimed_elsewhere")
+            .await?
+            == 0.0
+    );
+    eprintln!(
+        "[claims] the first install killed: the second claimed the namespace after {took_over:?} and grew the fleet"
+    );
+    // The claim was renewed at most a third of its 24 s before the kill, and is taken over
+    // only after 24 s without a change as the second install saw it.
+    ensure!(
+        took_over >= Duration::from_secs(15),
+        "taken over after only {took_over:?}: before the claim expired"
     );
     Ok(())
 }
