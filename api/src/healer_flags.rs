@@ -132,6 +132,63 @@ pub const METRICS_ADDR: &str = "metrics-addr";
 pub const METRICS_PORT: u16 = 8080;
 /// The default listener: every address of the Pod, [`METRICS_PORT`].
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:8080";
+/// Who may read `/metrics` ([`MetricsAuth`]).
+pub const METRICS_AUTH: &str = "metrics-auth";
+
+/// Who may read `/metrics`. `/healthz` and `/readyz` stay open either way: the kubelet's
+/// probes carry no credentials.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// Anyone who reaches the port, over plain HTTP (the default; a NetworkPolicy limits
+    /// who reaches it).
+    #[default]
+    None,
+    /// The listener speaks HTTPS (a certificate the healer makes at start) and `/metrics`
+    /// answers only a bearer token the API server authenticates (TokenReview) whose
+    /// user may `get` the non-resource URL `/metrics` (SubjectAccessReview): the way
+    /// kube-rbac-proxy and controller-runtime protect metrics.
+    Kubernetes,
+}
+
+impl MetricsAuth {
+    /// Every value, as written on the command line.
+    pub const ALL: [MetricsAuth; 2] = [MetricsAuth::None, MetricsAuth::Kubernetes];
+
+    /// The value as written on the command line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MetricsAuth::None => "none",
+            MetricsAuth::Kubernetes => "kubernetes",
+        }
+    }
+
+    /// The value written on the command line.
+    pub fn parse(s: &str) -> Result<MetricsAuth, String> {
+        MetricsAuth::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                let valid: Vec<&str> = MetricsAuth::ALL.iter().map(|m| m.as_str()).collect();
+                format!(
+                    "`{s}` is not a metrics auth mode: use one of {}",
+                    valid.join(", ")
+                )
+            })
+    }
+
+    /// The URL scheme of the listener.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            MetricsAuth::None => "HTTP",
+            MetricsAuth::Kubernetes => "HTTPS",
+        }
+    }
+}
+
+/// The non-resource URL a reader of `/metrics` must be allowed to `get`
+/// (`--metrics-auth kubernetes`).
+pub const METRICS_PATH: &str = "/metrics";
+
 /// The log format.
 pub const LOG_FORMAT: &str = "log-format";
 /// The log format for collectors, the default.

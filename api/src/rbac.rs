@@ -22,6 +22,10 @@ pub enum Scope {
     Served,
     /// A Role (and RoleBinding) in the healer's own namespace: the leader-election lease.
     LeaseNamespace,
+    /// With `--metrics-auth kubernetes` only, cluster-wide (these reviews are
+    /// cluster-scoped and store nothing): authenticating and authorizing a reader of
+    /// `/metrics`.
+    MetricsAuth,
     /// With `--watch-namespace` only, in each served namespace: the healer's own
     /// RoleBinding there, by name ([`ACCESS_BINDING`], [`ACCESS_FINALIZER`]). Watching every namespace, the
     /// healer's rights come from a ClusterRoleBinding that no namespace deletion removes.
@@ -229,6 +233,22 @@ pub const RULES: &[Rule] = &[
         scope: Scope::LeaseNamespace,
         why: "Events about the healer itself, on its Lease (permissions beyond this table)",
     },
+    Rule {
+        group: "authentication.k8s.io",
+        resources: &["tokenreviews"],
+        verbs: &["create"],
+        names: &[],
+        scope: Scope::MetricsAuth,
+        why: "who presents a bearer token to /metrics (--metrics-auth kubernetes)",
+    },
+    Rule {
+        group: "authorization.k8s.io",
+        resources: &["subjectaccessreviews"],
+        verbs: &["create"],
+        names: &[],
+        scope: Scope::MetricsAuth,
+        why: "whether that user may get /metrics (--metrics-auth kubernetes)",
+    },
 ];
 
 /// The rules granted in any of `scopes`, in table order.
@@ -305,11 +325,12 @@ pub fn triples_of(rules: &Value) -> Vec<Triple> {
 mod tests {
     use super::*;
 
-    const ALL: [Scope; 4] = [
+    const ALL: [Scope; 5] = [
         Scope::ClusterRead,
         Scope::Served,
         Scope::LeaseNamespace,
         Scope::ServedBinding,
+        Scope::MetricsAuth,
     ];
 
     #[test]
@@ -318,7 +339,14 @@ mod tests {
             assert!(g != "*" && r != "*" && v != "*");
             assert_ne!(r, "secrets");
             assert_ne!(r, "configmaps");
-            assert!(v != "create" || r == "events" || r == "leases", "{r} {v}");
+            assert!(
+                v != "create"
+                    || matches!(
+                        r.as_str(),
+                        "events" | "leases" | "tokenreviews" | "subjectaccessreviews"
+                    ),
+                "{r} {v}"
+            );
             assert!(v != "get" || r == "leases", "{r} {v}");
         }
         for s in ALL {

@@ -515,6 +515,8 @@ fn guide_links_resolve() {
 /// the metrics.k8s.io kinds and quantity suffixes the capacity collector parses) and never
 /// reports as its own reason.
 const NOT_HEALER_REASONS: &[&str] = &[
+    // The HTTP authentication scheme of /metrics (`WWW-Authenticate: Bearer`).
+    "Bearer",
     "Bound",
     "CelldFleet",
     "CrashLoopBackOff",

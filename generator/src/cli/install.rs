@@ -127,6 +127,19 @@ pub struct InstallArgs {
     /// ServiceAccount, each syncing only `<repo-path>/<namespace>`.
     #[arg(long, value_name = "NS[,NS...]", value_delimiter = ',')]
     pub team: Vec<String>,
+    /// Who may read the healer's /metrics: `none` (anyone who reaches the port; the
+    /// NetworkPolicy admits it) or `kubernetes` (HTTPS, and only a bearer token whose
+    /// user may `get` the nonResourceURL /metrics: bind the ClusterRole
+    /// `celld-healer-metrics-reader-<namespace>` to your Prometheus). The probes stay
+    /// open either way.
+    #[arg(long, value_name = "MODE", default_value = flags::MetricsAuth::None.as_str(),
+        value_parser = parse_metrics_auth)]
+    pub metrics_auth: flags::MetricsAuth,
+    /// Also render a Prometheus Operator ServiceMonitor for the healer's metrics Service
+    /// (healer/servicemonitor.yaml; it needs the monitoring.coreos.com CRDs). With
+    /// --metrics-auth kubernetes it scrapes over HTTPS with Prometheus's own token.
+    #[arg(long)]
+    pub service_monitor: bool,
     /// Render with the options recorded in FILE, the `celld-gen-install.yaml` every
     /// bundle holds (after an upgrade of celld-gen: the same bundle, from the new
     /// release). The options themselves are then not given as flags.
@@ -136,6 +149,7 @@ pub struct InstallArgs {
         conflicts_with_all = [
             "namespace", "image", "allow_tag", "replicas", "shards", "watch_namespace",
             "member_replacement_delay", "repo_url", "repo_path", "cmp_image", "team",
+            "metrics_auth", "service_monitor",
         ]
     )]
     pub options_from: Option<PathBuf>,
@@ -162,6 +176,8 @@ fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, V
         repo_path: Some(r.repo_path),
         cmp_image: r.cmp_image,
         team: r.team,
+        metrics_auth: flags::MetricsAuth::parse(&r.metrics_auth).map_err(fail)?,
+        service_monitor: r.service_monitor,
         options_from: None,
     })
 }
@@ -249,7 +265,13 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
             v.dedup();
             v
         },
+        metrics_auth: args.metrics_auth,
+        service_monitor: args.service_monitor,
     })
+}
+
+fn parse_metrics_auth(value: &str) -> Result<flags::MetricsAuth, String> {
+    flags::MetricsAuth::parse(value)
 }
 
 /// Prints the problems that stop an install; nothing is written.

@@ -77,6 +77,9 @@ fn args(o: &InstallOptions, unit: Unit) -> Vec<String> {
     if let Some(shard) = unit.shard {
         a.push(shard.arg());
     }
+    if o.metrics_auth != flags::MetricsAuth::None {
+        a.push(flags::arg(flags::METRICS_AUTH, o.metrics_auth.as_str()));
+    }
     a
 }
 
@@ -120,11 +123,11 @@ pub(super) fn deployment(o: &InstallOptions, unit: Unit) -> Value {
                         ],
                         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
                         "readinessProbe": {
-                            "httpGet": {"path": "/readyz", "port": "metrics", "scheme": "HTTP"},
+                            "httpGet": {"path": "/readyz", "port": "metrics", "scheme": o.metrics_auth.scheme()},
                             "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3, "successThreshold": 1,
                         },
                         "livenessProbe": {
-                            "httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"},
+                            "httpGet": {"path": "/healthz", "port": "metrics", "scheme": o.metrics_auth.scheme()},
                             "periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 6, "successThreshold": 1,
                         },
                         "resources": {

@@ -55,6 +55,10 @@ pub struct InstallOptions {
     /// Namespaces that are teams of their own, sorted and without repeats: each gets an
     /// Argo CD AppProject and Application and a Flux Kustomization for its folder only.
     pub teams: Vec<String>,
+    /// Who may read the healer's `/metrics` (`--metrics-auth` of the healer).
+    pub metrics_auth: flags::MetricsAuth,
+    /// Render a Prometheus Operator ServiceMonitor for the metrics Service.
+    pub service_monitor: bool,
 }
 
 impl Default for InstallOptions {
@@ -76,6 +80,8 @@ impl Default for InstallOptions {
                 env!("CARGO_PKG_VERSION")
             ),
             teams: Vec::new(),
+            metrics_auth: flags::MetricsAuth::None,
+            service_monitor: false,
         }
     }
 }
@@ -128,12 +134,21 @@ pub fn cluster_role_name(namespace: &str) -> String {
 
 /// The scopes of the ClusterRole: the namespaced permissions too when every namespace is
 /// served.
-fn cluster_scopes(o: &InstallOptions) -> &'static [rbac::Scope] {
+fn cluster_scopes(o: &InstallOptions) -> Vec<rbac::Scope> {
+    let mut s = vec![rbac::Scope::ClusterRead];
     if o.watch_namespaces.is_empty() {
-        &[rbac::Scope::ClusterRead, rbac::Scope::Served]
-    } else {
-        &[rbac::Scope::ClusterRead]
+        s.push(rbac::Scope::Served);
     }
+    if o.metrics_auth == flags::MetricsAuth::Kubernetes {
+        s.push(rbac::Scope::MetricsAuth);
+    }
+    s
+}
+
+/// The ClusterRole to bind to whoever scrapes the healer (`--metrics-auth kubernetes`):
+/// `get` on the non-resource URL `/metrics`, nothing else.
+pub fn metrics_reader_name(namespace: &str) -> String {
+    format!("{}-metrics-reader-{namespace}", labels::HEALER_NAME)
 }
 
 /// The ClusterRole that the RoleBinding in each served namespace binds
@@ -219,7 +234,7 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": meta(&cluster_role, None),
-            "rules": rbac::rules_json(cluster_scopes(o)),
+            "rules": rbac::rules_json(&cluster_scopes(o)),
         }),
     ));
     out.push((
@@ -300,7 +315,46 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         ));
     }
     out.push(("healer/networkpolicy.yaml".into(), network_policy(o)));
+    if o.metrics_auth == flags::MetricsAuth::Kubernetes {
+        out.push((
+            "healer/clusterrole-metrics-reader.yaml".into(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": meta(&metrics_reader_name(ns), None),
+                "rules": [{"nonResourceURLs": [flags::METRICS_PATH], "verbs": ["get"]}],
+            }),
+        ));
+    }
+    if o.service_monitor {
+        out.push(("healer/servicemonitor.yaml".into(), service_monitor(o)));
+    }
     out
+}
+
+/// The Prometheus Operator ServiceMonitor of the metrics Service. With
+/// `--metrics-auth kubernetes` it scrapes over HTTPS with Prometheus's own
+/// ServiceAccount token, which the healer reviews; that ServiceAccount needs the
+/// [`metrics_reader_name`] ClusterRole. The certificate is the healer's own, made at
+/// start, so it is not verified (as with kube-rbac-proxy).
+fn service_monitor(o: &InstallOptions) -> Value {
+    let name = labels::HEALER_NAME;
+    let mut endpoint = json!({"port": "metrics", "path": flags::METRICS_PATH, "interval": "30s"});
+    if o.metrics_auth == flags::MetricsAuth::Kubernetes {
+        endpoint["scheme"] = json!("https");
+        endpoint["tlsConfig"] = json!({"insecureSkipVerify": true});
+        endpoint["bearerTokenFile"] = json!("/var/run/secrets/kubernetes.io/serviceaccount/token");
+    }
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": meta(name, Some(&o.namespace)),
+        "spec": {
+            "selector": {"matchLabels": healer_labels()},
+            "namespaceSelector": {"matchNames": [o.namespace]},
+            "endpoints": [endpoint],
+        },
+    })
 }
 
 fn network_policy(o: &InstallOptions) -> Value {

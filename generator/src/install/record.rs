@@ -49,6 +49,18 @@ pub struct Record {
     /// `--cmp-image`; absent: the release's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmp_image: Option<String>,
+    /// `--metrics-auth`.
+    #[serde(default = "no_metrics_auth")]
+    pub metrics_auth: String,
+    /// `--service-monitor`.
+    #[serde(default)]
+    pub service_monitor: bool,
+}
+
+fn no_metrics_auth() -> String {
+    celld_api::healer_flags::MetricsAuth::None
+        .as_str()
+        .to_string()
 }
 
 impl Record {
@@ -72,6 +84,8 @@ impl Record {
             repo_path: o.repo_path.clone(),
             cmp_image: chosen(&o.cmp_image, &defaults.cmp_image),
             team: o.teams.clone(),
+            metrics_auth: o.metrics_auth.as_str().to_string(),
+            service_monitor: o.service_monitor,
         }
     }
 

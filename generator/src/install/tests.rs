@@ -877,6 +877,8 @@ fn the_bundle_records_its_options() {
         shards: 3,
         watch_namespaces: vec!["a".into(), "b".into()],
         member_replacement_delay: std::time::Duration::from_secs(90),
+        metrics_auth: flags::MetricsAuth::Kubernetes,
+        service_monitor: true,
         ..InstallOptions::default()
     };
     let files = render(&o);
@@ -963,4 +965,90 @@ fn each_team_gets_a_project_an_application_and_a_kustomization() {
         .find(|f| f.path == "kustomization.yaml")
         .unwrap();
     assert!(!k.text.contains("teams/"));
+}
+
+/// `--metrics-auth kubernetes`: the healer's flag, HTTPS probes, the two review rights in
+/// its ClusterRole (from the RBAC table) and a reader ClusterRole to bind to Prometheus;
+/// `--service-monitor` scrapes over HTTPS with Prometheus's token. Without them, none of
+/// it.
+#[test]
+fn metrics_auth_and_the_service_monitor() {
+    use rbac::Scope::*;
+    let plain = objects(&InstallOptions {
+        service_monitor: true,
+        ..InstallOptions::default()
+    });
+    let o = InstallOptions {
+        metrics_auth: flags::MetricsAuth::Kubernetes,
+        service_monitor: true,
+        ..InstallOptions::default()
+    };
+    let objs = objects(&o);
+    let by_path: BTreeMap<&str, &Value> = objs.iter().map(|(p, v)| (p.as_str(), v)).collect();
+    let plain_by_path: BTreeMap<&str, &Value> =
+        plain.iter().map(|(p, v)| (p.as_str(), v)).collect();
+
+    let container = &by_path["healer/deployment.yaml"]["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--metrics-auth=kubernetes"), "{args:?}");
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["scheme"], "HTTPS");
+        let plain_c =
+            &plain_by_path["healer/deployment.yaml"]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(plain_c[probe]["httpGet"]["scheme"], "HTTP");
+    }
+
+    let roles = cluster_roles(&objs);
+    let bound = cluster_role_name("celld-system");
+    assert_eq!(
+        roles[&bound],
+        rbac::triples(&[ClusterRead, Served, MetricsAuth])
+    );
+    assert_eq!(
+        cluster_roles(&plain)[&bound],
+        rbac::triples(&[ClusterRead, Served])
+    );
+    let reader = by_path["healer/clusterrole-metrics-reader.yaml"];
+    assert_eq!(
+        reader["metadata"]["name"],
+        metrics_reader_name("celld-system")
+    );
+    assert_eq!(
+        reader["rules"],
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    );
+    assert!(!plain_by_path.contains_key("healer/clusterrole-metrics-reader.yaml"));
+
+    let sm = &by_path["healer/servicemonitor.yaml"]["spec"];
+    assert_eq!(sm["endpoints"][0]["scheme"], "https");
+    assert_eq!(
+        sm["endpoints"][0]["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    let plain_sm = &plain_by_path["healer/servicemonitor.yaml"]["spec"];
+    assert!(plain_sm["endpoints"][0].get("scheme").is_none());
+    // It selects the metrics Service, and only it, by the port's name.
+    let service = by_path["healer/service-metrics.yaml"];
+    assert_eq!(sm["selector"]["matchLabels"], service["metadata"]["labels"]);
+    assert_eq!(
+        sm["endpoints"][0]["port"],
+        service["spec"]["ports"][0]["name"]
+    );
+    let services = objs
+        .iter()
+        .filter(|(_, v)| {
+            v["kind"] == "Service" && v["metadata"]["labels"] == service["metadata"]["labels"]
+        })
+        .count();
+    assert_eq!(services, 1);
+    assert!(
+        !objects(&InstallOptions::default())
+            .iter()
+            .any(|(p, _)| p == "healer/servicemonitor.yaml")
+    );
 }

@@ -129,6 +129,15 @@ pub struct Args {
     #[arg(long = flags::METRICS_ADDR, value_name = "ADDR", default_value = flags::DEFAULT_METRICS_ADDR)]
     pub metrics_addr: SocketAddr,
 
+    /// Who may read /metrics. `none`: anyone who reaches the port, over HTTP.
+    /// `kubernetes`: the listener speaks HTTPS (a certificate made at start) and /metrics
+    /// answers only a bearer token the API server authenticates (TokenReview) whose user
+    /// may `get` the nonResourceURL /metrics (SubjectAccessReview); the healer then
+    /// needs `create` on tokenreviews and subjectaccessreviews. /healthz and /readyz
+    /// stay open for the kubelet's probes.
+    #[arg(long = flags::METRICS_AUTH, value_name = "MODE", default_value = flags::MetricsAuth::None.as_str(), value_parser = parse_metrics_auth)]
+    pub metrics_auth: flags::MetricsAuth,
+
     /// Log format. The level is set with RUST_LOG (default `info`).
     #[arg(long = flags::LOG_FORMAT, value_enum, default_value = flags::LOG_FORMAT_JSON)]
     pub log_format: LogFormat,
@@ -178,6 +187,10 @@ pub struct Args {
 }
 
 /// `--shard` through the one parser, so the installer and the healer refuse alike.
+fn parse_metrics_auth(value: &str) -> Result<flags::MetricsAuth, String> {
+    flags::MetricsAuth::parse(value)
+}
+
 fn parse_shard(value: &str) -> Result<Shard, FlagError> {
     Shard::parse(value)
 }

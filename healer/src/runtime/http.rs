@@ -4,7 +4,9 @@
 //! - `/readyz`: 200 once every watch has listed its objects (both replicas, leader or
 //!   not, become ready: the standby keeps its caches warm); 503 before that and while
 //!   shutting down, with the reason in the body.
-//! - `/metrics`: the Prometheus/OpenMetrics text exposition of [`super::metrics`].
+//! - `/metrics`: the Prometheus/OpenMetrics text exposition of [`super::metrics`]; with
+//!   `--metrics-auth kubernetes`, over HTTPS and only to a reader the API server
+//!   authenticates and authorizes ([`super::metrics_auth`]). The probes stay open.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,6 +24,8 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use super::metrics::Metrics;
+use super::metrics_auth::{Authorizer, tls_acceptor};
+use celld_api::healer_flags::METRICS_PATH;
 
 /// What `/readyz` reports.
 #[derive(Default)]
@@ -57,30 +61,84 @@ impl Health {
     }
 }
 
-/// Serves until the task is aborted.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, health: Arc<Health>) -> Result<()> {
+/// Serves until the task is aborted: plain HTTP, or HTTPS with `/metrics` behind `auth`.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    auth: Option<Arc<Authorizer>>,
+) -> Result<()> {
+    let tls = auth.as_ref().map(|_| tls_acceptor()).transpose()?;
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the metrics listener on {addr}"))?;
-    info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+    info!(addr = %listener.local_addr()?, tls = tls.is_some(), "serving /metrics, /healthz, /readyz");
     loop {
         let (stream, _) = listener.accept().await?;
-        let metrics = metrics.clone();
-        let health = health.clone();
+        let (metrics, health, auth, tls) =
+            (metrics.clone(), health.clone(), auth.clone(), tls.clone());
         tokio::spawn(async move {
             let svc = service_fn(move |req: Request<Incoming>| {
-                let metrics = metrics.clone();
-                let health = health.clone();
-                async move { Ok::<_, Infallible>(route(&req, &metrics, &health)) }
+                let (metrics, health, auth) = (metrics.clone(), health.clone(), auth.clone());
+                async move { Ok::<_, Infallible>(answer(req, &metrics, &health, auth.as_deref()).await) }
             });
-            if let Err(e) = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
+            let served = match tls {
+                None => {
+                    http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await
+                }
+                Some(tls) => match tls.accept(stream).await {
+                    Ok(s) => {
+                        http1::Builder::new()
+                            .serve_connection(TokioIo::new(s), svc)
+                            .await
+                    }
+                    Err(e) => {
+                        debug!(error = %e, "metrics TLS handshake failed");
+                        return;
+                    }
+                },
+            };
+            if let Err(e) = served {
                 debug!(error = %e, "metrics connection ended");
             }
         });
     }
+}
+
+/// `/metrics` behind `auth` (when set); everything else as [`route`] answers it.
+async fn answer(
+    req: Request<Incoming>,
+    metrics: &Metrics,
+    health: &Health,
+    auth: Option<&Authorizer>,
+) -> Response<Full<Bytes>> {
+    if let Some(auth) = auth
+        && req.method() == hyper::Method::GET
+        && req.uri().path() == METRICS_PATH
+    {
+        let header = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if let Err(refusal) = auth.check(header).await {
+            debug!(%refusal, "refused a /metrics request");
+            let mut r = text(
+                refusal.status(),
+                "text/plain; charset=utf-8",
+                format!("{refusal}\n"),
+            );
+            if refusal.status() == StatusCode::UNAUTHORIZED {
+                r.headers_mut().insert(
+                    hyper::header::WWW_AUTHENTICATE,
+                    hyper::header::HeaderValue::from_static("Bearer"),
+                );
+            }
+            return r;
+        }
+    }
+    route(&req, metrics, health)
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {

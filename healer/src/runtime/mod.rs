@@ -53,6 +53,7 @@ pub mod leader;
 pub mod members;
 pub mod memory;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod permissions;
 pub mod rbac;
 pub mod reconcile;
@@ -69,7 +70,7 @@ pub mod zones;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use celld_api::healer_flags::Shard;
+use celld_api::healer_flags::{self as flags, Shard};
 use tracing::{info, warn};
 
 pub use cli::Args;
@@ -97,10 +98,13 @@ pub async fn run(args: Args) -> Result<()> {
     );
 
     let health = Arc::new(http::Health::default());
+    let metrics_auth = (args.metrics_auth == flags::MetricsAuth::Kubernetes)
+        .then(|| metrics_auth::Authorizer::new(client.clone()));
     let http_task = tokio::spawn(http::serve(
         args.metrics_addr,
         metrics.clone(),
         health.clone(),
+        metrics_auth,
     ));
 
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -123,6 +127,7 @@ pub async fn run(args: Args) -> Result<()> {
     tokio::spawn(permissions::report(
         client.clone(),
         served.clone(),
+        args.metrics_auth,
         metrics.clone(),
         gate.clone(),
         identity.clone(),

@@ -26,6 +26,7 @@ use tracing::{info, warn};
 
 use super::rbac::{Scope, Triple, triples};
 use super::served::Served;
+use celld_api::healer_flags::MetricsAuth;
 
 /// Grants every authenticated user holds (`system:basic-user`): not the healer's excess.
 const EVERYONE: &[(&str, &str)] = &[
@@ -91,10 +92,19 @@ pub fn excess(rules: &[ResourceRule], expected: &[Triple]) -> BTreeSet<Triple> {
 
 /// Reviews each namespace of [`reviewed`] and returns what is granted beyond the table,
 /// as `group/resource verb in namespace` lines.
-pub async fn check(client: &Client, served: &Served, lease_namespace: &str) -> Vec<String> {
+pub async fn check(
+    client: &Client,
+    served: &Served,
+    metrics_auth: MetricsAuth,
+    lease_namespace: &str,
+) -> Vec<String> {
     let api: Api<SelfSubjectRulesReview> = Api::all(client.clone());
     let mut found = BTreeSet::new();
-    for (ns, scopes) in reviewed(served, lease_namespace) {
+    for (ns, mut scopes) in reviewed(served, lease_namespace) {
+        // Cluster-wide, so seen in every review; granted only with the flag.
+        if metrics_auth == MetricsAuth::Kubernetes {
+            scopes.push(Scope::MetricsAuth);
+        }
         let review = SelfSubjectRulesReview {
             spec: SelfSubjectRulesReviewSpec {
                 namespace: Some(ns.clone()),
@@ -129,13 +139,14 @@ pub async fn check(client: &Client, served: &Served, lease_namespace: &str) -> V
 pub async fn report(
     client: Client,
     served: Served,
+    metrics_auth: MetricsAuth,
     metrics: std::sync::Arc<super::metrics::Metrics>,
     gate: super::leader::Gate,
     identity: String,
     lease: (String, String),
 ) {
     let (lease_ns, lease_name) = lease;
-    let extra = check(&client, &served, &lease_ns).await;
+    let extra = check(&client, &served, metrics_auth, &lease_ns).await;
     metrics.excess_permissions.set(extra.len() as i64);
     if extra.is_empty() {
         info!("this healer's permissions are those of its RBAC table, or fewer");
