@@ -8,6 +8,8 @@
 #   tests/.cluster/gitops/argocd/: application-crd.yaml, appproject-crd.yaml, argocd-cm.yaml,
 #                                  argocd-repo-server-deployment.yaml (as Argo CD ships them)
 #   tests/.cluster/gitops/flux/:   kustomize.toolkit.fluxcd.io_kustomizations.yaml
+#   tests/.cluster/gitops/prometheus/: monitoring.coreos.com_servicemonitors.yaml (the
+#                                  Prometheus Operator's CRD, for `install --service-monitor`)
 # Versions are those of each module's go.mod (the one place they are pinned). Both modules
 # declare go 1.27, so they build with GOTOOLCHAIN=$GITOPS_GOTOOLCHAIN (fetched from the
 # module proxy), separately from the control plane's Go. A binary whose inputs (go.mod,
@@ -21,6 +23,9 @@ TESTS_DIR="$(dirname "$GITOPS_DIR")"
 OUT_DIR="$TESTS_DIR/.cluster/gitops"
 BIN_DIR="$OUT_DIR/bin"
 GITOPS_GOTOOLCHAIN="${GITOPS_GOTOOLCHAIN:-go1.27.3}"
+# The Prometheus Operator whose ServiceMonitor CRD `install --service-monitor` is checked
+# against (only its CRD file is read; nothing of it is built).
+PROMETHEUS_OPERATOR_VERSION="v0.86.1"
 
 FORCE=0
 case "${1:-}" in
@@ -100,4 +105,14 @@ copy "$kc_dir/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml" 
   "$OUT_DIR/flux/kustomize.toolkit.fluxcd.io_kustomizations.yaml"
 ssa_version="$(module_version "$GITOPS_DIR/flux" github.com/fluxcd/pkg/ssa)"
 echo "ssa $ssa_version kustomize-controller $kc_version" >"$OUT_DIR/flux/VERSION"
-log "Argo CD $argo_version, Flux ssa $ssa_version / kustomize-controller $kc_version ready in $OUT_DIR"
+mkdir -p "$OUT_DIR/prometheus"
+if [[ "$(cat "$OUT_DIR/prometheus/VERSION" 2>/dev/null)" != "$PROMETHEUS_OPERATOR_VERSION" ]]; then
+  # Outside any module: `go mod download` of one module version, read from its directory.
+  po_dir="$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json \
+    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  copy "$po_dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" \
+    "$OUT_DIR/prometheus/monitoring.coreos.com_servicemonitors.yaml"
+  echo "$PROMETHEUS_OPERATOR_VERSION" >"$OUT_DIR/prometheus/VERSION"
+fi
+log "Argo CD $argo_version, Flux ssa $ssa_version / kustomize-controller $kc_version, Prometheus Operator CRDs $PROMETHEUS_OPERATOR_VERSION ready in $OUT_DIR"

@@ -245,9 +245,9 @@ pub async fn write_healer_kubeconfig(cluster: &Cluster, path: &Path) -> Result<(
     write_sa_kubeconfig(cluster, HEALER_NAMESPACE, HEALER_SA, path).await
 }
 
-/// Writes a kubeconfig for ServiceAccount `ns/sa`, from a TokenRequest.
-pub async fn write_sa_kubeconfig(cluster: &Cluster, ns: &str, sa: &str, path: &Path) -> Result<()> {
-    let sas: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), ns);
+/// A token of ServiceAccount `ns/sa` (a TokenRequest, valid two hours).
+pub async fn sa_token(client: &kube::Client, ns: &str, sa: &str) -> Result<String> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let tr: TokenRequest = serde_json::from_value(json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"audiences": [], "expirationSeconds": 7200},
@@ -256,7 +256,14 @@ pub async fn write_sa_kubeconfig(cluster: &Cluster, ns: &str, sa: &str, path: &P
         .create_token_request(sa, &PostParams::default(), &tr)
         .await
         .with_context(|| format!("TokenRequest for ServiceAccount {ns}/{sa}"))?;
-    let token = tr.status.context("TokenRequest without status")?.token;
+    tr.status
+        .and_then(|s| s.token)
+        .context("TokenRequest without a token")
+}
+
+/// Writes a kubeconfig for ServiceAccount `ns/sa`, from a TokenRequest.
+pub async fn write_sa_kubeconfig(cluster: &Cluster, ns: &str, sa: &str, path: &Path) -> Result<()> {
+    let token = sa_token(&cluster.client, ns, sa).await?;
     let admin = kube::config::Kubeconfig::read_from(&cluster.kubeconfig)?;
     let cl = admin
         .clusters

@@ -5,7 +5,8 @@
 //! `config/crd/bases`): with those CRDs installed on the test control plane, each is
 //! server-side applied with strict field validation (an unknown or misplaced field is an
 //! error, not a warning), nothing is pruned from what we wrote, and a field the CRD does
-//! not have is refused (negative control).
+//! not have is refused (negative control). The same for the ServiceMonitor of
+//! `install --service-monitor`, against the Prometheus Operator's CRD.
 
 use std::time::Duration;
 
@@ -148,7 +149,13 @@ async fn install_bundle_application_and_kustomization_match_the_real_crds() -> R
     let _lock = tokio::task::block_in_place(|| cluster.lock(test, Sharing::Shared))?;
     let client = &cluster.client;
     let dir = gitops::gitops_dir();
-    let bundle = Bundle::render_with(&["--team", "crds-team-a"])?;
+    let bundle = Bundle::render_with(&[
+        "--team",
+        "crds-team-a",
+        "--metrics-auth",
+        "kubernetes",
+        "--service-monitor",
+    ])?;
     let mut crds = Vec::new();
     let result = async {
         crds.push(install_crd(client, &dir.join("argocd/application-crd.yaml")).await?);
@@ -180,6 +187,21 @@ async fn install_bundle_application_and_kustomization_match_the_real_crds() -> R
             client,
             &bundle.file("flux/teams/crds-team-a.yaml")?,
             "kustomizations",
+        )
+        .await?;
+        // `install --service-monitor` (with --metrics-auth kubernetes: HTTPS and a
+        // bearer token) against the Prometheus Operator's own CRD.
+        crds.push(
+            install_crd(
+                client,
+                &dir.join("prometheus/monitoring.coreos.com_servicemonitors.yaml"),
+            )
+            .await?,
+        );
+        check(
+            client,
+            &bundle.file("healer/servicemonitor.yaml")?,
+            "servicemonitors",
         )
         .await
     }
