@@ -27,10 +27,40 @@ pub fn kubernetes_range() -> String {
     }
 }
 
+/// The healer image a release installs by default, as the release pipeline pushed it
+/// (`repo:tag@sha256:...`, what `scripts/build-image.sh` prints), captured when celld-gen
+/// is built with `CELLD_GEN_HEALER_IMAGE` set. Unset (a developer's build): `None`.
+pub const BUILT_HEALER_IMAGE: Option<&str> = option_env!("CELLD_GEN_HEALER_IMAGE");
+
+/// The healer image `install` renders without `--image`: the one this release was built
+/// with when it is pinned by digest (the digest alone, as `--image` renders it); else the
+/// release's tag, which `version` reports as unpinned.
+pub fn default_healer_image() -> String {
+    default_healer_image_from(BUILT_HEALER_IMAGE)
+}
+
+fn default_healer_image_from(built: Option<&str>) -> String {
+    match built.map(str::trim) {
+        Some(image)
+            if image.contains("@sha256:")
+                && crate::api::validate::formats::image_problem(image).is_none() =>
+        {
+            crate::api::validate::formats::pinned_image(image)
+        }
+        _ => format!("ghcr.io/celld-fleet/celld-healer:v{VERSION}"),
+    }
+}
+
 /// `celld-gen version`'s text, also what `--version` prints after the name.
 pub fn long_version() -> String {
+    let image = default_healer_image();
+    let pinned = if image.contains("@sha256:") {
+        ""
+    } else {
+        " (a tag: this build has no pinned release image; pass install --image)"
+    };
     format!(
-        "{VERSION}\ncommit: {GIT_COMMIT}\nkubernetes: {}",
+        "{VERSION}\ncommit: {GIT_COMMIT}\nkubernetes: {}\nhealer image: {image}{pinned}",
         kubernetes_range()
     )
 }
@@ -38,6 +68,27 @@ pub fn long_version() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A release built with its pushed image installs that image by its digest; a build
+    /// without one, or with an unpinned or malformed one, falls back to the release tag.
+    #[test]
+    fn the_default_healer_image_is_the_pinned_release_image() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let tag = format!("ghcr.io/celld-fleet/celld-healer:v{VERSION}");
+        assert_eq!(
+            default_healer_image_from(Some(&format!("registry.example/celld-healer:v1@{digest}"))),
+            format!("registry.example/celld-healer@{digest}")
+        );
+        assert_eq!(default_healer_image_from(None), tag);
+        assert_eq!(
+            default_healer_image_from(Some("registry.example/celld-healer:v1")),
+            tag
+        );
+        assert_eq!(
+            default_healer_image_from(Some("not an image@sha256:x")),
+            tag
+        );
+    }
 
     /// The newest supported minor is the pinned control plane's (tests/k8s-version.env,
     /// which the k8s-openapi feature follows), so the range is never written twice.

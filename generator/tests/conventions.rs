@@ -90,6 +90,13 @@ fn version_prints_version_commit_and_kubernetes_range() {
     assert_eq!(v["kubernetes"]["min"], "1.36");
     assert_eq!(v["kubernetes"]["max"], "1.36");
     assert_eq!(v["commit"], commit);
+    // The image `install` renders without --image (this build's default).
+    let stream = run(&["install", "--stdout"]);
+    let image = v["healerImage"].as_str().expect("healerImage");
+    assert!(
+        String::from_utf8_lossy(&stream.stdout).contains(&format!("image: \"{image}\"")),
+        "install does not render the image version reports: {image}"
+    );
 }
 
 #[test]

@@ -74,6 +74,7 @@ pub fn run_version(args: VersionArgs) -> u8 {
                     "min": format!("{}.{}", version::KUBERNETES_MIN.0, version::KUBERNETES_MIN.1),
                     "max": format!("{}.{}", version::KUBERNETES_MAX.0, version::KUBERNETES_MAX.1),
                 },
+                "healerImage": version::default_healer_image(),
             });
             format!("{json:#}\n")
         }

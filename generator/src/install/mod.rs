@@ -65,10 +65,7 @@ impl Default for InstallOptions {
     fn default() -> Self {
         InstallOptions {
             namespace: labels::HEALER_NAMESPACE.to_string(),
-            image: format!(
-                "ghcr.io/celld-fleet/celld-healer:v{}",
-                env!("CARGO_PKG_VERSION")
-            ),
+            image: crate::version::default_healer_image(),
             replicas: 2,
             shards: 1,
             watch_namespaces: Vec::new(),
