@@ -202,9 +202,11 @@ pub const DEFAULT_LEASE_NAME: &str = "celld-healer";
 /// The Lease an install holds in every namespace it acts in, so that of two installs
 /// serving one namespace only one acts there and the other reports the conflict.
 pub const NAMESPACE_CLAIM_LEASE: &str = "celld-healer-claim";
-/// A namespace claim lasts this many `--lease-duration`s. It is renewed every third of
-/// that: one request per namespace every 20 s with the default 15 s, and an install
-/// takes over a namespace whose holder stopped within 60 s.
+/// A namespace claim lasts this many `--lease-duration`s (at least 45 s, so that its
+/// last third outlasts a write in flight). It is renewed every third of that: one
+/// request per namespace every 20 s with the default 15 s. Another install takes over a
+/// namespace whose holder stopped after it saw the claim unchanged that long: 60 to 80 s
+/// with the default, as it looks every 20 s.
 pub const NAMESPACE_CLAIM_LEASES: u32 = 4;
 
 /// The holder identity of the namespace claims of the install whose (unsharded) Lease

@@ -9,8 +9,8 @@
 //! protocol ([`Campaign`]): the API server arbitrates a create or an update with the
 //! resourceVersion read, and a claim is taken over only after its record stayed
 //! unchanged for its whole duration as measured on this process's monotonic clock.
-//! The claim lasts [`NAMESPACE_CLAIM_LEASES`] lease durations and is renewed every third
-//! of that; a leader writes in the namespace only until two thirds of it have passed
+//! The claim lasts [`claim_duration`] (four lease durations, at least 45 s) and is
+//! renewed every third of that; a leader writes in the namespace only until two thirds of it have passed
 //! since its last renewal ([`Table::holds`]), so it stops before another install can
 //! take the claim over.
 //!
@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 use super::events::Events;
 use super::leader::{Campaign, Gate, Round};
 use super::metrics::Metrics;
+use super::requests::WRITE_TIMEOUT;
 use super::served::Served;
 
 /// Where this install stands in one namespace.
@@ -172,6 +173,19 @@ struct Entry {
     due: Instant,
 }
 
+/// How long a claim lasts: [`NAMESPACE_CLAIM_LEASES`] lease durations, and never less
+/// than [`MIN_CLAIM`]. The holder starts writes only until two thirds of it have passed
+/// since a renewal, and a write may land up to [`WRITE_TIMEOUT`] later; another install
+/// takes over only after the whole claim passed unrenewed. So the last third must exceed
+/// the write timeout with room for clock rates: with `--lease-duration` 3 s, four
+/// durations would leave 4 s.
+pub fn claim_duration(lease_duration: Duration) -> Duration {
+    (lease_duration * NAMESPACE_CLAIM_LEASES).max(MIN_CLAIM)
+}
+
+/// The shortest claim (45 s): its last third is half again the write timeout.
+pub const MIN_CLAIM: Duration = Duration::from_secs(WRITE_TIMEOUT.as_secs() * 9 / 2);
+
 /// After a failed or raced round, the next one.
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -180,7 +194,7 @@ impl Claimer {
     /// replica of this install renews the claims as the next leader, and otherwise they
     /// expire.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let duration = self.lease_duration * NAMESPACE_CLAIM_LEASES;
+        let duration = claim_duration(self.lease_duration);
         let renew_every = duration / 3;
         let deadline = duration * 2 / 3;
         let holder = claim_holder(&self.install.0, &self.install.1);
@@ -198,7 +212,14 @@ impl Claimer {
                 entries.clear();
             } else {
                 let wanted = self.namespaces();
-                entries.retain(|ns, _| wanted.contains(ns));
+                // A namespace no longer served: its claim is forgotten (and expires).
+                entries.retain(|ns, _| {
+                    let keep = wanted.contains(ns);
+                    if !keep {
+                        table.set(ns, None);
+                    }
+                    keep
+                });
                 for ns in &wanted {
                     let entry = entries.entry(ns.clone()).or_insert_with(|| Entry {
                         campaign: Campaign::new(
@@ -212,6 +233,7 @@ impl Claimer {
                     });
                     if entry.due <= Instant::now() {
                         let started = Instant::now();
+                        let term = self.gate.changes();
                         let (claim, after) = match entry.campaign.shared_round().await {
                             Ok(Round::Held) => (Some(Claim::Held(started + deadline)), renew_every),
                             Ok(Round::Other(other)) => (Some(Claim::Elsewhere(other)), renew_every),
@@ -224,6 +246,12 @@ impl Claimer {
                         };
                         debug!(namespace = %ns, claim = ?claim, "claim round");
                         entry.due = Instant::now() + after;
+                        // Leadership changed during the round: the new term reads the
+                        // claims again rather than inherit this one.
+                        if self.gate.changes() != term {
+                            entries.clear();
+                            break;
+                        }
                         self.record(&table, ns, claim).await;
                     }
                     next = Some(next.map_or(entry.due, |n| n.min(entry.due)));
@@ -331,6 +359,20 @@ mod tests {
         assert_eq!((t.count(true), t.count(false)), (0, 1));
         t.clear();
         assert_eq!(t.standing("a"), Standing::Pending);
+    }
+
+    /// The holder's last write lands before another install can take over, whatever the
+    /// lease duration.
+    #[test]
+    fn the_last_third_of_a_claim_outlasts_a_write() {
+        for secs in [3, 6, 7, 15, 60] {
+            let d = claim_duration(Duration::from_secs(secs));
+            assert!(d / 3 >= WRITE_TIMEOUT + WRITE_TIMEOUT / 2, "{secs}s: {d:?}");
+        }
+        assert_eq!(
+            claim_duration(Duration::from_secs(15)),
+            Duration::from_secs(60)
+        );
     }
 
     #[test]

@@ -19,13 +19,19 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use super::metrics::Metrics;
 use super::metrics_auth::{Authorizer, tls_acceptor};
 use celld_api::healer_flags::METRICS_PATH;
+
+/// Connections served at once (Prometheus, the kubelet's probes, a person with curl).
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client has for its TLS handshake and for each request's headers.
+const CLIENT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What `/readyz` reports.
 #[derive(Default)]
@@ -69,36 +75,45 @@ pub async fn serve(
     auth: Option<Arc<Authorizer>>,
 ) -> Result<()> {
     let tls = auth.as_ref().map(|_| tls_acceptor()).transpose()?;
+    // A slow or idle client cannot hold the listener the probes share: a bounded number
+    // of connections, each with a deadline for its handshake and its request headers.
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the metrics listener on {addr}"))?;
     info!(addr = %listener.local_addr()?, tls = tls.is_some(), "serving /metrics, /healthz, /readyz");
     loop {
         let (stream, _) = listener.accept().await?;
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            debug!("metrics listener full: connection dropped");
+            continue;
+        };
         let (metrics, health, auth, tls) =
             (metrics.clone(), health.clone(), auth.clone(), tls.clone());
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = service_fn(move |req: Request<Incoming>| {
                 let (metrics, health, auth) = (metrics.clone(), health.clone(), auth.clone());
                 async move { Ok::<_, Infallible>(answer(req, &metrics, &health, auth.as_deref()).await) }
             });
+            let mut http = http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(CLIENT_DEADLINE);
             let served = match tls {
-                None => {
-                    http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await
+                None => http.serve_connection(TokioIo::new(stream), svc).await,
+                Some(tls) => {
+                    match tokio::time::timeout(CLIENT_DEADLINE, tls.accept(stream)).await {
+                        Ok(Ok(s)) => http.serve_connection(TokioIo::new(s), svc).await,
+                        Ok(Err(e)) => {
+                            debug!(error = %e, "metrics TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            debug!("metrics TLS handshake timed out");
+                            return;
+                        }
+                    }
                 }
-                Some(tls) => match tls.accept(stream).await {
-                    Ok(s) => {
-                        http1::Builder::new()
-                            .serve_connection(TokioIo::new(s), svc)
-                            .await
-                    }
-                    Err(e) => {
-                        debug!(error = %e, "metrics TLS handshake failed");
-                        return;
-                    }
-                },
             };
             if let Err(e) = served {
                 debug!(error = %e, "metrics connection ended");

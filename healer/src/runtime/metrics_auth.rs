@@ -4,9 +4,12 @@
 //! and controller-runtime do. The listener then speaks HTTPS with a certificate made at
 //! start ([`tls_acceptor`]), so the token never crosses the network in clear.
 //!
-//! Decisions are cached for [`CACHE_TTL`] per token (by its SHA-256, never the token
-//! itself), so a scrape every 15 s costs the API server two reviews a minute per
-//! scraper; a failed review (the API server unreachable) is not cached and answers 503.
+//! Decisions are cached per token (by its SHA-256, never the token itself): an allowed
+//! token for [`CACHE_TTL`], so a scrape every 30 s costs the API server two reviews a
+//! minute per scraper; a refusal for [`REFUSAL_TTL`], in a cache of its own. A review
+//! that decided nothing (the API server unreachable, an authenticator or authorizer that
+//! failed) answers 503 and is not cached. At most [`REVIEWS_IN_FLIGHT`] reviews run at
+//! once; beyond that, 429.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,12 +27,21 @@ use kube::api::{Api, PostParams};
 use sha2::{Digest, Sha256};
 use tracing::warn;
 
-/// How long a decision on one token holds.
+/// How long a token found allowed stays allowed.
 pub const CACHE_TTL: Duration = Duration::from_secs(60);
 
-/// At most this many tokens are remembered: a flood of random tokens cannot grow the
-/// cache without bound (it is emptied when full).
+/// How long a refusal holds (a binding just created is honoured within it).
+pub const REFUSAL_TTL: Duration = Duration::from_secs(30);
+
+/// At most this many tokens are remembered per cache (each is emptied when full). The
+/// refusals have a cache of their own, so a flood of made-up tokens never evicts the
+/// decisions of real scrapers.
 const CACHE_MAX: usize = 1024;
+
+/// At most this many reviews in flight: a flood of made-up tokens gets 429s instead of
+/// turning into TokenReviews that would queue beside the healer's own requests (its
+/// Lease renewals) at the API server.
+const REVIEWS_IN_FLIGHT: usize = 4;
 
 /// Why a request for `/metrics` is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +63,9 @@ pub enum Refusal {
     /// A review failed: nothing is decided.
     #[error("503: could not review the token with the API server: {0}")]
     Unavailable(String),
+    /// Too many reviews in flight.
+    #[error("429: too many tokens under review; try again")]
+    Busy,
 }
 
 impl Refusal {
@@ -60,6 +75,7 @@ impl Refusal {
             Refusal::NoToken | Refusal::Unauthenticated => StatusCode::UNAUTHORIZED,
             Refusal::Forbidden { .. } => StatusCode::FORBIDDEN,
             Refusal::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::Busy => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }
@@ -71,13 +87,29 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// A decision on one token, and when it was made.
-type Decided = (Instant, Result<(), Refusal>);
+/// Decisions by token hash, with when each was made.
+type Cache<T> = Mutex<HashMap<[u8; 32], (Instant, T)>>;
 
 /// Reviews tokens with the API server and remembers the decisions.
 pub struct Authorizer {
     client: Client,
-    cache: Mutex<HashMap<[u8; 32], Decided>>,
+    allowed: Cache<()>,
+    refused: Cache<Refusal>,
+    reviews: tokio::sync::Semaphore,
+}
+
+fn remember<T>(cache: &Cache<T>, key: [u8; 32], value: T) {
+    let mut c = cache.lock().expect("metrics auth cache");
+    if c.len() >= CACHE_MAX {
+        c.clear();
+    }
+    c.insert(key, (Instant::now(), value));
+}
+
+fn recall<T: Clone>(cache: &Cache<T>, key: &[u8; 32], ttl: Duration) -> Option<T> {
+    let c = cache.lock().expect("metrics auth cache");
+    let (at, v) = c.get(key)?;
+    (at.elapsed() < ttl).then(|| v.clone())
 }
 
 impl Authorizer {
@@ -85,7 +117,9 @@ impl Authorizer {
     pub fn new(client: Client) -> Arc<Authorizer> {
         Arc::new(Authorizer {
             client,
-            cache: Mutex::default(),
+            allowed: Mutex::default(),
+            refused: Mutex::default(),
+            reviews: tokio::sync::Semaphore::new(REVIEWS_IN_FLIGHT),
         })
     }
 
@@ -93,24 +127,22 @@ impl Authorizer {
     pub async fn check(&self, header: Option<&str>) -> Result<(), Refusal> {
         let token = bearer(header).ok_or(Refusal::NoToken)?;
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(d) = self.cached(&key) {
-            return d;
+        if recall(&self.allowed, &key, CACHE_TTL).is_some() {
+            return Ok(());
         }
+        if let Some(r) = recall(&self.refused, &key, REFUSAL_TTL) {
+            return Err(r);
+        }
+        let Ok(_permit) = self.reviews.try_acquire() else {
+            return Err(Refusal::Busy);
+        };
         let decision = self.review(token).await;
-        if !matches!(decision, Err(Refusal::Unavailable(_))) {
-            let mut cache = self.cache.lock().expect("metrics auth cache");
-            if cache.len() >= CACHE_MAX {
-                cache.clear();
-            }
-            cache.insert(key, (Instant::now(), decision.clone()));
+        match &decision {
+            Ok(()) => remember(&self.allowed, key, ()),
+            Err(Refusal::Unavailable(_) | Refusal::Busy) => {}
+            Err(r) => remember(&self.refused, key, r.clone()),
         }
         decision
-    }
-
-    fn cached(&self, key: &[u8; 32]) -> Option<Result<(), Refusal>> {
-        let cache = self.cache.lock().expect("metrics auth cache");
-        let (at, d) = cache.get(key)?;
-        (at.elapsed() < CACHE_TTL).then(|| d.clone())
     }
 
     async fn review(&self, token: &str) -> Result<(), Refusal> {
@@ -133,6 +165,10 @@ impl Authorizer {
             .map_err(unavailable)?;
         let status = tr.status.unwrap_or_default();
         if status.authenticated != Some(true) {
+            // An authenticator that failed (a webhook down) decided nothing.
+            if let Some(e) = status.error.filter(|e| !e.is_empty()) {
+                return Err(Refusal::Unavailable(e));
+            }
             return Err(Refusal::Unauthenticated);
         }
         let user = status.user.unwrap_or_default();
@@ -157,8 +193,12 @@ impl Authorizer {
             )
             .await
             .map_err(unavailable)?;
-        if sar.status.is_some_and(|s| s.allowed) {
+        let status = sar.status.unwrap_or_default();
+        if status.allowed {
             Ok(())
+        } else if let Some(e) = status.evaluation_error.filter(|e| !e.is_empty()) {
+            // Denied because an authorizer failed, not decided: not remembered.
+            Err(Refusal::Unavailable(e))
         } else {
             Err(Refusal::Forbidden { user: name })
         }
@@ -214,6 +254,25 @@ mod tests {
         assert_eq!(
             Refusal::Unavailable("x".into()).status(),
             StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(Refusal::Busy.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+
+    /// Made-up tokens fill the refusals' cache only: a real scraper's decision stays.
+    #[test]
+    fn a_flood_of_refusals_never_evicts_an_allowed_token() {
+        let (allowed, refused): (Cache<()>, Cache<Refusal>) = Default::default();
+        remember(&allowed, [0; 32], ());
+        for i in 0..(CACHE_MAX * 3) {
+            let mut key = [1; 32];
+            key[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            remember(&refused, key, Refusal::Unauthenticated);
+            assert!(refused.lock().unwrap().len() <= CACHE_MAX);
+        }
+        assert!(recall(&allowed, &[0; 32], CACHE_TTL).is_some());
+        assert!(
+            recall(&allowed, &[0; 32], Duration::ZERO).is_none(),
+            "expired"
         );
     }
 
