@@ -207,7 +207,10 @@ mod tests {
         // The metrics reviews are the healer's own only with --metrics-auth kubernetes.
         let without = excess(&rules, &triples(&scopes));
         assert_eq!(
-            without.iter().map(|(_, r, _)| r.as_str()).collect::<Vec<_>>(),
+            without
+                .iter()
+                .map(|(_, r, _)| r.as_str())
+                .collect::<Vec<_>>(),
             ["tokenreviews", "subjectaccessreviews"],
             "{without:?}"
         );
