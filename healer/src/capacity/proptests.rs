@@ -73,8 +73,10 @@ proptest! {
         // Counted (interval-spaced, fresh, advancing, complete) samples in the current
         // same-direction run, and when the run started.
         let mut run: Vec<(i64, bool)> = Vec::new();
-        // When the last sample was taken: a sample advances when it is newer. A tick that
-        // holds `frozen` but reports a smaller age still carries a newer sample.
+        // When the last counted sample was taken: a sample advances when it is newer
+        // (rule E8 compares with the last counted observation, so a sample first seen
+        // between intervals, and not counted then, counts once at the next interval). A
+        // tick that holds `frozen` but reports a smaller age still carries a newer sample.
         let mut last_src: Option<i64> = None;
         // The last actionable decision made on a counted sample.
         let mut last_intent: Option<(Reason, i32)> = None;
@@ -85,7 +87,6 @@ proptest! {
             if k.advancing { frozen = t; }
             let src = frozen - k.age_s * 1000;
             let advanced = last_src.is_none_or(|prev| src > prev);
-            last_src = Some(src);
             let o = Observation {
                 at: Timestamp(t),
                 complete: k.complete,
@@ -101,6 +102,9 @@ proptest! {
             let (next, d) = evaluate(&p, h.take(), &o, &applied, Timestamp(t));
             // Counted: this observation became the last counted one (rule E3).
             let counted = next.last_observation == Some(t);
+            if counted {
+                last_src = Some(src);
+            }
             let high_samples = next.high_samples;
             let low_samples = next.low_samples;
             let (high_since, low_since) = (next.high_since, next.low_since);
