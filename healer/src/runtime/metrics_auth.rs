@@ -7,8 +7,7 @@
 //! Decisions are cached per token (by its SHA-256, never the token itself): an allowed
 //! token for [`CACHE_TTL`], so a scrape every 30 s costs the API server two reviews a
 //! minute per scraper; a refusal for [`REFUSAL_TTL`], in a cache of its own. A review
-//! that decided nothing (the API server unreachable, an authenticator or authorizer that
-//! failed) answers 503 and is not cached. At most [`REVIEWS_IN_FLIGHT`] reviews run at
+//! that could not be made (the API server unreachable) answers 503 and is not cached. At most [`REVIEWS_IN_FLIGHT`] reviews run at
 //! once; beyond that, 429.
 
 use std::collections::HashMap;
@@ -164,11 +163,9 @@ impl Authorizer {
             .await
             .map_err(unavailable)?;
         let status = tr.status.unwrap_or_default();
+        // Not authenticated is a refusal whatever `status.error` says: the API server
+        // sets it for a plain unknown token too.
         if status.authenticated != Some(true) {
-            // An authenticator that failed (a webhook down) decided nothing.
-            if let Some(e) = status.error.filter(|e| !e.is_empty()) {
-                return Err(Refusal::Unavailable(e));
-            }
             return Err(Refusal::Unauthenticated);
         }
         let user = status.user.unwrap_or_default();
@@ -193,12 +190,10 @@ impl Authorizer {
             )
             .await
             .map_err(unavailable)?;
-        let status = sar.status.unwrap_or_default();
-        if status.allowed {
+        // Denied is denied, `evaluationError` or not: RBAC reports a binding to a missing
+        // role there, which is common and decides nothing for this user.
+        if sar.status.is_some_and(|s| s.allowed) {
             Ok(())
-        } else if let Some(e) = status.evaluation_error.filter(|e| !e.is_empty()) {
-            // Denied because an authorizer failed, not decided: not remembered.
-            Err(Refusal::Unavailable(e))
         } else {
             Err(Refusal::Forbidden { user: name })
         }
