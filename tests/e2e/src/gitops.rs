@@ -446,9 +446,9 @@ pub fn golden_objects() -> Result<Vec<Value>> {
     tree_objects(&repo_root().join("golden"))
 }
 
-/// Every object of a tree `celld-gen render -o` wrote (one per YAML file, kustomizations
-/// left out), sorted by path.
-pub fn tree_objects(root: &Path) -> Result<Vec<Value>> {
+/// Every manifest file of a tree `celld-gen render -o` wrote (kustomizations left out),
+/// sorted.
+pub fn tree_files(root: &Path) -> Result<Vec<PathBuf>> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
             let p = e?.path();
@@ -465,6 +465,13 @@ pub fn tree_objects(root: &Path) -> Result<Vec<Value>> {
     let mut files = Vec::new();
     walk(root, &mut files)?;
     files.sort();
+    Ok(files)
+}
+
+/// Every object of a tree `celld-gen render -o` wrote (one per YAML file, kustomizations
+/// left out), sorted by path.
+pub fn tree_objects(root: &Path) -> Result<Vec<Value>> {
+    let files = tree_files(root)?;
     ensure!(!files.is_empty(), "{} has no manifests", root.display());
     files
         .iter()

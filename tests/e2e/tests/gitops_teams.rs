@@ -61,21 +61,6 @@ fn kustomized(dir: &Path, out: &mut BTreeSet<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Every YAML file under `dir` but the kustomizations.
-fn manifests(dir: &Path, out: &mut BTreeSet<PathBuf>) -> Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            manifests(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "yaml")
-            && p.file_name().is_some_and(|f| f != "kustomization.yaml")
-        {
-            out.insert(p);
-        }
-    }
-    Ok(())
-}
-
 /// The `group/kind` names of an AppProject whitelist.
 fn whitelist(project: &Value, field: &str) -> BTreeSet<String> {
     project["spec"][field]
@@ -101,9 +86,9 @@ fn group_kind(o: &Value) -> String {
 /// The team's folder is a complete unit that its AppProject admits whole.
 fn check_folder(deploy: &Path, ns: &str, bundle: &Bundle) -> Result<Vec<Value>> {
     let dir = deploy.join(ns);
-    let (mut built, mut files) = (BTreeSet::new(), BTreeSet::new());
+    let mut built = BTreeSet::new();
     kustomized(&dir, &mut built)?;
-    manifests(&dir, &mut files)?;
+    let files: BTreeSet<PathBuf> = gitops::tree_files(&dir)?.into_iter().collect();
     ensure!(
         built == files,
         "deploy/{ns}/kustomization.yaml builds {built:?}, the folder holds {files:?}"
