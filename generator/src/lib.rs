@@ -11,6 +11,7 @@
 pub use celld_api as api;
 pub mod cli;
 pub mod install;
+pub mod kubernetes;
 pub mod load;
 pub mod output;
 pub mod patch;

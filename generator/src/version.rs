@@ -8,23 +8,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// git (e.g. from a source tarball without `CELLD_GEN_GIT_COMMIT`).
 pub const GIT_COMMIT: &str = env!("CELLD_GEN_GIT_COMMIT");
 
-/// Oldest supported Kubernetes minor: the install bundle's start-at-zero policy is a
-/// MutatingAdmissionPolicy `admissionregistration.k8s.io/v1`, GA in 1.36.
-pub const KUBERNETES_MIN: (u32, u32) = (1, 36);
-
-/// Newest supported Kubernetes minor: the one pinned in tests/k8s-version.env, that the
-/// k8s-openapi feature compiles against and the end-to-end tests run (a test checks they
-/// agree).
-pub const KUBERNETES_MAX: (u32, u32) = (1, 36);
-
-/// The supported range as people write it: `1.36` or `1.35-1.36`.
+/// The supported Kubernetes range as people write it (`1.34-1.37`): [`crate::kubernetes`].
 pub fn kubernetes_range() -> String {
-    let (lo, hi) = (KUBERNETES_MIN, KUBERNETES_MAX);
-    if lo == hi {
-        format!("{}.{}", lo.0, lo.1)
-    } else {
-        format!("{}.{}-{}.{}", lo.0, lo.1, hi.0, hi.1)
-    }
+    crate::kubernetes::range()
 }
 
 /// The healer image a release installs by default, as the release pipeline pushed it
@@ -90,8 +76,9 @@ mod tests {
         );
     }
 
-    /// The newest supported minor is the pinned control plane's (tests/k8s-version.env,
-    /// which the k8s-openapi feature follows), so the range is never written twice.
+    /// The supported range is the pinned control planes' (tests/k8s-version.env: the
+    /// newest, which the k8s-openapi feature follows, and the oldest), so it is never
+    /// written twice.
     #[test]
     fn newest_supported_is_the_pinned_version() {
         let env = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/k8s-version.env");
@@ -109,14 +96,21 @@ mod tests {
         let (major, minor) = (parts.next(), parts.next());
         assert_eq!(
             (major, minor),
-            (Some(KUBERNETES_MAX.0), Some(KUBERNETES_MAX.1))
+            (Some(1), Some(crate::kubernetes::NEWEST.minor()))
         );
-        assert!(KUBERNETES_MIN <= KUBERNETES_MAX);
+        let oldest = text
+            .lines()
+            .find_map(|l| l.strip_prefix("K8S_OLDEST_VERSION=v"))
+            .expect("K8S_OLDEST_VERSION in tests/k8s-version.env");
+        assert_eq!(
+            oldest.split('.').nth(1).and_then(|m| m.parse::<u32>().ok()),
+            Some(crate::kubernetes::OLDEST.minor())
+        );
     }
 
     #[test]
     fn range_text() {
-        assert_eq!(kubernetes_range(), "1.36");
+        assert_eq!(kubernetes_range(), "1.34-1.37");
         assert!(long_version().contains("\ncommit: "));
     }
 }

@@ -691,3 +691,64 @@ fn install_takes_the_healers_replacement_delay() {
         text(&out.stderr)
     );
 }
+
+/// Before Kubernetes 1.36 a fleet StatefulSet starts at zero from Git; from 1.36 on it is
+/// rendered without replicas (the install bundle's mutating policy starts it at 0).
+/// The flag and CELLD_GEN_KUBERNETES_VERSION must agree; an unsupported minor is refused
+/// with the supported list and nothing is written.
+#[test]
+fn the_kubernetes_version_decides_how_a_statefulset_starts() {
+    let ex = example("persistent.yaml");
+    let ex = ex.to_str().unwrap();
+    let sts = |args: &[&str], env: Option<&str>| {
+        let mut c = bin();
+        c.args(["render", ex, "--stdout"])
+            .args(args)
+            .env("NO_COLOR", "1");
+        match env {
+            Some(v) => c.env("CELLD_GEN_KUBERNETES_VERSION", v),
+            None => c.env_remove("CELLD_GEN_KUBERNETES_VERSION"),
+        };
+        let out = c.output().unwrap();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let replicas = |s: &str| {
+        s.split("---\n")
+            .find(|d| d.contains("kind: StatefulSet"))
+            .map(|d| d.lines().any(|l| l == "  replicas: 0"))
+    };
+    for (args, env, zero) in [
+        (&[][..], None, false),
+        (&["--kubernetes-version", "1.37"][..], None, false),
+        (&["--kubernetes-version", "1.36"][..], None, false),
+        (&["--kubernetes-version", "1.35"][..], None, true),
+        (&["--kubernetes-version", "v1.34.4"][..], None, true),
+        (&[][..], Some("1.34"), true),
+        (&["--kubernetes-version", "1.34"][..], Some("v1.34.2"), true),
+    ] {
+        let (ok, out, err) = sts(args, env);
+        assert!(ok, "{args:?} {env:?}: {err}");
+        assert_eq!(replicas(&out), Some(zero), "{args:?} {env:?}");
+    }
+    let (ok, out, err) = sts(&["--kubernetes-version", "1.33"], None);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(
+        err.contains("Kubernetes 1.33 is not supported by this celld-gen: supported are 1.34, 1.35, 1.36, 1.37"),
+        "{err}"
+    );
+    let (ok, _, err) = sts(&["--kubernetes-version", "1.35"], Some("1.37"));
+    assert!(
+        !ok && err.contains("disagrees with CELLD_GEN_KUBERNETES_VERSION=1.37"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["install", "--kubernetes-version", "1.38", "-o"])
+        .arg(dir.path().join("cluster"))
+        .env_remove("CELLD_GEN_KUBERNETES_VERSION")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("supported are 1.34, 1.35, 1.36, 1.37"));
+    assert!(!dir.path().join("cluster").exists(), "nothing written");
+}

@@ -75,7 +75,7 @@ fn version_prints_version_commit_and_kubernetes_range() {
         )),
         "{s}"
     );
-    assert!(s.contains("\nkubernetes: 1.36\n"), "{s}");
+    assert!(s.contains("\nkubernetes: 1.34-1.37\n"), "{s}");
     let commit = s.lines().nth(1).unwrap().trim_start_matches("commit: ");
     assert!(
         commit == "unknown"
@@ -87,8 +87,12 @@ fn version_prints_version_commit_and_kubernetes_range() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
-    assert_eq!(v["kubernetes"]["min"], "1.36");
-    assert_eq!(v["kubernetes"]["max"], "1.36");
+    assert_eq!(v["kubernetes"]["min"], "1.34");
+    assert_eq!(
+        v["kubernetes"]["supported"],
+        serde_json::json!(["1.34", "1.35", "1.36", "1.37"])
+    );
+    assert_eq!(v["kubernetes"]["max"], "1.37");
     assert_eq!(v["commit"], commit);
     // The image `install` renders without --image (this build's default).
     let stream = run(&["install", "--stdout"]);

@@ -359,14 +359,11 @@ fn workload(
 
 fn stateful_set(s: &StatefulSet) -> Result<Workload, ObserveError> {
     let st = s.status.clone().unwrap_or_default();
-    let policy = s
-        .spec
-        .as_ref()
-        .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref());
+    let policy = s.spec.persistent_volume_claim_retention_policy.as_ref();
     workload(
         WorkloadKind::StatefulSet,
         &s.metadata,
-        s.spec.as_ref().and_then(|s| s.replicas),
+        s.spec.replicas,
         WorkloadStatus {
             observed_generation: st.observed_generation,
             replicas: st.replicas,
@@ -387,7 +384,7 @@ fn deployment(d: &Deployment) -> Result<Workload, ObserveError> {
     workload(
         WorkloadKind::Deployment,
         &d.metadata,
-        d.spec.as_ref().and_then(|s| s.replicas),
+        d.spec.replicas,
         WorkloadStatus {
             observed_generation: st.observed_generation,
             replicas: st.replicas.unwrap_or(0),
@@ -697,9 +694,9 @@ mod tests {
         let f = fleet();
         let observe_with = |policy: serde_json::Value| {
             let mut s = sts();
-            let mut spec = serde_json::to_value(s.spec.take().unwrap()).unwrap();
+            let mut spec = serde_json::to_value(std::mem::take(&mut s.spec)).unwrap();
             spec["persistentVolumeClaimRetentionPolicy"] = policy;
-            s.spec = Some(serde_json::from_value(spec).unwrap());
+            s.spec = serde_json::from_value(spec).unwrap();
             let mut c = claim();
             c.metadata.owner_references = Some(vec![OwnerReference {
                 api_version: "apps/v1".into(),

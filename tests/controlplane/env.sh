@@ -22,6 +22,16 @@ source "$CP_TESTS_DIR/k8s-version.env"
 
 CP_CLUSTER_DIR="$CP_TESTS_DIR/.cluster"
 CP_BIN_DIR="$CP_CLUSTER_DIR/bin/$K8S_VERSION"
+# Which supported line the API server, controller manager and scheduler come from:
+# CP_LINE=newest (default, $K8S_VERSION) or oldest ($K8S_OLDEST_VERSION, built by
+# `build.sh --oldest`). etcd and kubectl are always the newest line's ($CP_BIN_DIR).
+CP_LINE="${CP_LINE:-newest}"
+case "$CP_LINE" in
+  newest) CP_SERVER_VERSION="$K8S_VERSION" ;;
+  oldest) CP_SERVER_VERSION="$K8S_OLDEST_VERSION" ;;
+  *) echo "CP_LINE must be newest or oldest, not '$CP_LINE'" >&2; return 1 2>/dev/null || exit 1 ;;
+esac
+CP_SERVER_BIN_DIR="$CP_CLUSTER_DIR/bin/$CP_SERVER_VERSION"
 CP_CRD_DIR="$CP_CLUSTER_DIR/gateway-api/$GATEWAY_API_VERSION"
 CP_METRICS_SERVER_BIN="$CP_CLUSTER_DIR/bin/metrics-server/$METRICS_SERVER_VERSION/metrics-server"
 # State of a running cluster (wiped by start.sh). Override CP_RUN_DIR (an absolute path)
@@ -54,6 +64,7 @@ case ":$PATH:" in
 esac
 
 export K8S_VERSION K8S_STAGING_VERSION ETCD_VERSION GATEWAY_API_VERSION METRICS_SERVER_VERSION
+export K8S_OLDEST_VERSION K8S_OLDEST_STAGING_VERSION CP_LINE CP_SERVER_VERSION CP_SERVER_BIN_DIR
 export CP_DIR CP_TESTS_DIR CP_CLUSTER_DIR CP_BIN_DIR CP_CRD_DIR CP_RUN_DIR CP_PKI_DIR \
   CP_LOG_DIR CP_PID_DIR CP_ETCD_PORT CP_ETCD_PEER_PORT CP_APISERVER_PORT CP_KCM_PORT \
   CP_SCHEDULER_PORT CP_METRICS_SERVER_PORT CP_METRICS_SERVER_BIN CP_APISERVER_URL CP_CA_CERT \

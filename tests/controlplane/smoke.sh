@@ -61,10 +61,10 @@ field_has() { [[ "$(jp "${@:2}")" == *"$1"* ]]; }
 field_set() { [[ -n "$(jp "$@")" ]]; }
 
 readyz_ok() { kc get --raw '/readyz?verbose' | grep -q 'readyz check passed'; }
-version_ok() { kc get --raw /version | grep -q "\"gitVersion\": \"$K8S_VERSION\""; }
+version_ok() { kc get --raw /version | grep -q "\"gitVersion\": \"$CP_SERVER_VERSION\""; }
 crds_ok() { kc wait --for=condition=Established --timeout=30s -f "$CP_CRD_DIR" >/dev/null; }
 check "apiserver /readyz" readyz_ok
-check "apiserver /version is $K8S_VERSION" version_ok
+check "apiserver /version is $CP_SERVER_VERSION" version_ok
 check "Gateway API $GATEWAY_API_VERSION CRDs Established" crds_ok
 
 NS=cp-smoke

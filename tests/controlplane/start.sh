@@ -11,6 +11,8 @@
 # State lives in tests/.cluster/run/ and is wiped at every start (a running cluster
 # started from this checkout is stopped first). Ports: see env.sh.
 # Env knobs:
+#   CP_LINE              newest (default) or oldest: the Kubernetes line of the API server,
+#                        controller manager and scheduler (tests/k8s-version.env)
 #   CP_START_TIMEOUT     seconds to wait for all components to be healthy (default 180)
 #   CP_VERBOSITY         klog -v for the kube components (default 2)
 #   CP_APISERVER_EXTRA_ARGS, CP_KCM_EXTRA_ARGS, CP_SCHEDULER_EXTRA_ARGS, CP_ETCD_EXTRA_ARGS
@@ -42,10 +44,18 @@ T0=$SECONDS
 
 # --- binaries (build.sh is a no-op when they are present) -------------------------------
 "$CP_DIR/build.sh"
+[[ $CP_LINE == newest ]] || "$CP_DIR/build.sh" --oldest
 "$CP_DIR/build-metrics-server.sh"
 [[ -x "$CP_METRICS_SERVER_BIN" ]] || die "missing $CP_METRICS_SERVER_BIN"
+# bin_dir NAME: where NAME comes from (the servers from the chosen line).
+bin_dir() {
+  case "$1" in
+    kube-apiserver | kube-controller-manager | kube-scheduler) echo "$CP_SERVER_BIN_DIR" ;;
+    *) echo "$CP_BIN_DIR" ;;
+  esac
+}
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-  [[ -x "$CP_BIN_DIR/$b" ]] || die "missing $CP_BIN_DIR/$b"
+  [[ -x "$(bin_dir "$b")/$b" ]] || die "missing $(bin_dir "$b")/$b"
 done
 T_BUILT=$SECONDS
 
@@ -190,12 +200,12 @@ write_kubeconfig "$CP_RUN_DIR/kube-scheduler.kubeconfig" kube-scheduler
 write_kubeconfig "$CP_RUN_DIR/metrics-server.kubeconfig" metrics-server
 
 # --- processes ----------------------------------------------------------------------------
-# launch NAME ARGS...: runs $CP_BIN_DIR/NAME in the background, detached from our stdio
+# launch NAME ARGS...: runs NAME (from bin_dir) in the background, detached from our stdio
 # (so a caller that captures our output is not kept waiting), log and PID in run/.
 launch() {
   local name="$1"; shift
   log "starting $name (log: $CP_LOG_DIR/$name.log)"
-  "$CP_BIN_DIR/$name" "$@" </dev/null >>"$CP_LOG_DIR/$name.log" 2>&1 &
+  "$(bin_dir "$name")/$name" "$@" </dev/null >>"$CP_LOG_DIR/$name.log" 2>&1 &
   echo "$!" >"$CP_PID_DIR/$name.pid"
 }
 
@@ -411,7 +421,7 @@ done
 STARTED_OK=1
 ENV_HINT=""
 [[ "$CP_RUN_DIR" == "$CP_CLUSTER_DIR/run" ]] || ENV_HINT="export CP_RUN_DIR=$CP_RUN_DIR; "
-log "control plane $K8S_VERSION up: healthy in $((T_HEALTHY - T_BUILT))s, ready (CRDs, default SA) in $((SECONDS - T_BUILT))s (total incl. build check $((SECONDS - T0))s)"
+log "control plane $CP_SERVER_VERSION up: healthy in $((T_HEALTHY - T_BUILT))s, ready (CRDs, default SA) in $((SECONDS - T_BUILT))s (total incl. build check $((SECONDS - T0))s)"
 cat <<EOF
 
   apiserver:  $CP_APISERVER_URL   (etcd $ETCD_URL)

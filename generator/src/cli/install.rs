@@ -140,6 +140,15 @@ pub struct InstallArgs {
     /// --metrics-auth kubernetes it scrapes over HTTPS with Prometheus's own token.
     #[arg(long)]
     pub service_monitor: bool,
+    /// Kubernetes minor of the cluster (1.34 to 1.37): only APIs it serves are
+    /// rendered. Before 1.36, which has no MutatingAdmissionPolicy, new fleet
+    /// StatefulSets start at zero from Git (`render --kubernetes-version` the same minor)
+    /// and a ValidatingAdmissionPolicy keeps `spec.replicas` the healer's. Also read from
+    /// CELLD_GEN_KUBERNETES_VERSION, which `render`, `check` and `diff` read too. After a
+    /// cluster upgrade, install and render again with the new minor.
+    /// [default: the newest supported, 1.37]
+    #[arg(long, value_name = "MINOR")]
+    pub kubernetes_version: Option<String>,
     /// Render with the options recorded in FILE, the `celld-gen-install.yaml` every
     /// bundle holds (after an upgrade of celld-gen: the same bundle, from the new
     /// release). The options themselves are then not given as flags.
@@ -149,7 +158,7 @@ pub struct InstallArgs {
         conflicts_with_all = [
             "namespace", "image", "allow_tag", "replicas", "shards", "watch_namespace",
             "member_replacement_delay", "repo_url", "repo_path", "cmp_image", "team",
-            "metrics_auth", "service_monitor",
+            "metrics_auth", "service_monitor", "kubernetes_version",
         ]
     )]
     pub options_from: Option<PathBuf>,
@@ -178,6 +187,7 @@ fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, V
         team: r.team,
         metrics_auth: flags::MetricsAuth::parse(&r.metrics_auth).map_err(fail)?,
         service_monitor: r.service_monitor,
+        kubernetes_version: Some(r.kubernetes_version),
         options_from: None,
     })
 }
@@ -195,6 +205,11 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         problems.push(e.to_string());
         defaults.namespace.clone()
     });
+    let kubernetes =
+        super::kubernetes_version(args.kubernetes_version.as_deref()).unwrap_or_else(|e| {
+            problems.push(e.to_string());
+            defaults.kubernetes
+        });
     // The healer's rule and words for the namespaces it serves.
     for ns in &args.watch_namespace {
         if let Err(e) = flags::check_namespace("watch-namespace", ns) {
@@ -267,6 +282,7 @@ fn options(args: &InstallArgs) -> Result<InstallOptions, Vec<String>> {
         },
         metrics_auth: args.metrics_auth,
         service_monitor: args.service_monitor,
+        kubernetes,
     })
 }
 

@@ -71,8 +71,11 @@ pub fn run_version(args: VersionArgs) -> u8 {
                 "version": version::VERSION,
                 "commit": version::GIT_COMMIT,
                 "kubernetes": {
-                    "min": format!("{}.{}", version::KUBERNETES_MIN.0, version::KUBERNETES_MIN.1),
-                    "max": format!("{}.{}", version::KUBERNETES_MAX.0, version::KUBERNETES_MAX.1),
+                    "min": crate::kubernetes::OLDEST.to_string(),
+                    "max": crate::kubernetes::NEWEST.to_string(),
+                    "supported": crate::kubernetes::Minor::supported()
+                        .map(|m| m.to_string())
+                        .collect::<Vec<_>>(),
                 },
                 "healerImage": version::default_healer_image(),
             });

@@ -212,7 +212,8 @@ pub(crate) fn print(bytes: &[u8]) -> io::Result<Printed> {
 /// --healer-namespace` all read, so one setting serves both sides.
 pub const HEALER_NAMESPACE_ENV: &str = "CELLD_GEN_HEALER_NAMESPACE";
 
-/// `--healer-namespace`, shared by `render`, `check` and `diff` (they must render alike).
+/// `--healer-namespace` and `--kubernetes-version`, shared by `render`, `check` and
+/// `diff` (they must render alike).
 #[derive(Args, Debug, Clone, Default)]
 pub struct HealerNamespaceArg {
     /// Namespace the healer runs in: the one given to `celld-gen install --namespace`.
@@ -222,19 +223,50 @@ pub struct HealerNamespaceArg {
     /// must agree. [default: celld-system]
     #[arg(long, value_name = "NS")]
     pub healer_namespace: Option<String>,
+    /// Kubernetes minor of the cluster the fleets run in (1.34 to 1.37), the one given
+    /// to `celld-gen install --kubernetes-version`. Before 1.36 a fleet StatefulSet is
+    /// rendered with `replicas: 0`, as that install bundle expects. Also read from
+    /// CELLD_GEN_KUBERNETES_VERSION (which `install` reads too); when both are set they
+    /// must agree. [default: the newest supported, 1.37]
+    #[arg(long, value_name = "MINOR")]
+    pub kubernetes_version: Option<String>,
 }
 
 impl HealerNamespaceArg {
     /// The render options these flags (and the environment) ask for.
-    pub fn options(&self) -> Result<RenderOptions, HealerNamespaceError> {
+    pub fn options(&self) -> Result<RenderOptions, RenderOptionsError> {
         Ok(RenderOptions {
             healer_namespace: healer_namespace(
                 "--healer-namespace",
                 self.healer_namespace.as_deref(),
                 std::env::var(HEALER_NAMESPACE_ENV).ok().as_deref(),
             )?,
+            kubernetes: kubernetes_version(self.kubernetes_version.as_deref())?,
         })
     }
+}
+
+/// The minor from `--kubernetes-version` and [`KUBERNETES_VERSION_ENV`].
+pub fn kubernetes_version(
+    flag: Option<&str>,
+) -> Result<crate::kubernetes::Minor, crate::kubernetes::ChooseError> {
+    crate::kubernetes::choose(
+        flag,
+        std::env::var(crate::kubernetes::KUBERNETES_VERSION_ENV)
+            .ok()
+            .as_deref(),
+    )
+}
+
+/// The render options cannot be decided.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderOptionsError {
+    /// The healer's namespace.
+    #[error(transparent)]
+    HealerNamespace(#[from] HealerNamespaceError),
+    /// The Kubernetes version.
+    #[error(transparent)]
+    Kubernetes(#[from] crate::kubernetes::ChooseError),
 }
 
 /// The healer's namespace cannot be decided.

@@ -19,7 +19,7 @@
 //! are the same whatever the install's options, so several installs (each serving its
 //! own namespaces) apply the same objects and never undo each other.
 //!
-//! And one MutatingAdmissionPolicy (GA in Kubernetes 1.36):
+//! And, on Kubernetes 1.36 and newer, one MutatingAdmissionPolicy (GA in 1.36):
 //!
 //! - [`START_POLICY`]: a StatefulSet that celld-gen rendered (identity label and
 //!   `app.kubernetes.io/managed-by: celld-gen`) and created at the API default (1) is
@@ -31,6 +31,21 @@
 //!   the mutation is not attributed to the applying field manager (checked on the real
 //!   API server), so the healer's unforced server-side apply of `spec.replicas` takes
 //!   the field without a conflict and Git never owns it.
+//!
+//! Or, on Kubernetes before 1.36 ([`crate::kubernetes::StartGuard::RenderedZero`]), where
+//! fleet StatefulSets are rendered with `spec.replicas: 0`, one more
+//! ValidatingAdmissionPolicy instead:
+//!
+//! - [`REPLICAS_POLICY`]: refuses creating a rendered fleet StatefulSet at the API
+//!   default of 1 (one rendered for 1.36 or newer, without `replicas`: its first member
+//!   would start before the healer vetted anything), and refuses any change of a rendered
+//!   fleet StatefulSet's `spec.replicas` except a healer's ([`from_a_healer`]). Argo CD and
+//!   Flux create the workload at 0 and, under the ignore rules of the install bundle's
+//!   examples, apply the live value from then on; an engine without those rules would
+//!   write Git's 0 back on every sync and stop every member at once, and is refused
+//!   instead, its sync failing with a message that says what to add. The `/scale`
+//!   subresource is not matched: `kubectl scale` stays a person's deliberate act, as on
+//!   1.36.
 
 use serde_json::{Value, json};
 
@@ -43,6 +58,9 @@ pub const FLEET_POLICY: &str = "celld-fleet-deletion-protection";
 pub const DISK_POLICY: &str = "celld-fleet-disk-protection";
 /// Name of the mutating policy (and binding) that creates fleet StatefulSets at 0.
 pub const START_POLICY: &str = "celld-fleet-start-at-zero";
+/// Name of the policy (and binding) that keeps `spec.replicas` of fleet StatefulSets
+/// the healer's where Git renders it (Kubernetes before 1.36).
+pub const REPLICAS_POLICY: &str = "celld-fleet-replicas";
 
 const API_VERSION: &str = "admissionregistration.k8s.io/v1";
 
@@ -283,9 +301,107 @@ pub fn start_binding(o: &InstallOptions) -> Value {
     })
 }
 
-/// The policies and their bindings, as (file name, object), in apply order.
+fn replicas_create_message() -> String {
+    [
+        lit("StatefulSet "),
+        "object.metadata.namespace".into(),
+        lit("/"),
+        "object.metadata.name".into(),
+        lit(&format!(
+            " would start a member before the healer vetted the fleet: it arrives without \
+             spec.replicas (rendered for Kubernetes 1.36 or newer), and this cluster's \
+             install bundle has no policy to start it at 0. Render the fleets with \
+             --kubernetes-version for this cluster (or set {}), or write spec.replicas: 0.",
+            crate::kubernetes::KUBERNETES_VERSION_ENV
+        )),
+    ]
+    .join(" + ")
+}
+
+fn replicas_update_message() -> String {
+    [
+        lit("spec.replicas of fleet StatefulSet "),
+        "object.metadata.namespace".into(),
+        lit("/"),
+        "object.metadata.name".into(),
+        lit(
+            " is the healer's: it grows and shrinks members one at a time, in order. This \
+             write would set it from ",
+        ),
+        "string(oldObject.spec.replicas)".into(),
+        lit(" to "),
+        "string(object.spec.replicas)".into(),
+        lit(
+            ". Let your GitOps engine leave the field alone: the ignore rules of the Argo CD \
+             Application (ignoreDifferences /spec/replicas with RespectIgnoreDifferences=true) \
+             or of the Flux Kustomization (spec.ignore) that celld-gen install renders. To \
+             change the member count, change spec.members of the CelldFleet.",
+        ),
+    ]
+    .join(" + ")
+}
+
+/// The replicas policy: fleet StatefulSets start at 0 from Git, and only a healer
+/// changes their `spec.replicas` ([`REPLICAS_POLICY`]).
+pub fn replicas_policy() -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": REPLICAS_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": ["apps"],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["statefulsets"],
+                }],
+            },
+            "matchConditions": [
+                {"name": "rendered-by-celld-gen", "expression": rendered_workload()},
+            ],
+            "validations": [
+                {
+                    // As the mutating policy on 1.36: the API default (defaulting runs
+                    // before admission) is refused, a count written on purpose kept.
+                    "expression": format!("request.operation != 'CREATE' || !({API_DEFAULT_REPLICAS})"),
+                    "messageExpression": replicas_create_message(),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": format!(
+                        "request.operation != 'UPDATE' || \
+                         (has(object.spec.replicas) ? object.spec.replicas : 1) == \
+                         (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 1) || \
+                         ({})",
+                        from_a_healer()
+                    ),
+                    "messageExpression": replicas_update_message(),
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    })
+}
+
+/// The policies and their bindings, as (file name, object), in apply order: the start
+/// guard is the mutating policy where the cluster serves it, else the replicas policy.
 pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
-    vec![
+    let guard = match o.kubernetes.start_guard() {
+        crate::kubernetes::StartGuard::MutatingPolicy => [
+            ("start-at-zero-policy.yaml".to_string(), start_policy()),
+            ("start-at-zero-binding.yaml".to_string(), start_binding(o)),
+        ],
+        crate::kubernetes::StartGuard::RenderedZero => [
+            ("replicas-policy.yaml".to_string(), replicas_policy()),
+            (
+                "replicas-binding.yaml".to_string(),
+                binding(REPLICAS_POLICY),
+            ),
+        ],
+    };
+    let mut v = vec![
         (
             "fleet-deletion-protection-policy.yaml".into(),
             fleet_policy(),
@@ -296,7 +412,7 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         ),
         ("disk-protection-policy.yaml".into(), disk_policy()),
         ("disk-protection-binding.yaml".into(), binding(DISK_POLICY)),
-        ("start-at-zero-policy.yaml".into(), start_policy()),
-        ("start-at-zero-binding.yaml".into(), start_binding(o)),
-    ]
+    ];
+    v.extend(guard);
+    v
 }

@@ -28,12 +28,13 @@ const REPO_SERVER: &str = "argocd-repo-server";
 const ARGOCD_UID: i64 = 999;
 
 /// The shell line of `generate`: every fleet file below the app's folder, rendered for
-/// the healer's namespace. Logs go to stderr, which the CMP server does not read as
-/// manifests. The namespace is a DNS label (checked by the caller), so it needs no quoting.
+/// the healer's namespace and the cluster's Kubernetes minor. Logs go to stderr, which
+/// the CMP server does not read as manifests. The namespace is a DNS label (checked by
+/// the caller) and the minor a number, so neither needs quoting.
 pub fn generate_line(o: &InstallOptions) -> String {
     format!(
-        "exec celld-gen render . --stdout --healer-namespace {}",
-        o.namespace
+        "exec celld-gen render . --stdout --healer-namespace {} --kubernetes-version {}",
+        o.namespace, o.kubernetes
     )
 }
 

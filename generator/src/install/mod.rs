@@ -59,6 +59,9 @@ pub struct InstallOptions {
     pub metrics_auth: flags::MetricsAuth,
     /// Render a Prometheus Operator ServiceMonitor for the metrics Service.
     pub service_monitor: bool,
+    /// Kubernetes minor of the cluster: only APIs it serves are rendered, and it decides
+    /// how new fleet StatefulSets start at zero ([`crate::kubernetes::StartGuard`]).
+    pub kubernetes: crate::kubernetes::Minor,
 }
 
 impl Default for InstallOptions {
@@ -79,6 +82,7 @@ impl Default for InstallOptions {
             teams: Vec::new(),
             metrics_auth: flags::MetricsAuth::None,
             service_monitor: false,
+            kubernetes: crate::kubernetes::NEWEST,
         }
     }
 }

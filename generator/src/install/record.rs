@@ -55,6 +55,14 @@ pub struct Record {
     /// `--service-monitor`.
     #[serde(default)]
     pub service_monitor: bool,
+    /// `--kubernetes-version`; absent in records written before it existed, whose
+    /// bundles were made for Kubernetes 1.36, the one minor supported then.
+    #[serde(default = "before_the_version_was_recorded")]
+    pub kubernetes_version: String,
+}
+
+fn before_the_version_was_recorded() -> String {
+    "1.36".to_string()
 }
 
 fn no_metrics_auth() -> String {
@@ -86,6 +94,7 @@ impl Record {
             team: o.teams.clone(),
             metrics_auth: o.metrics_auth.as_str().to_string(),
             service_monitor: o.service_monitor,
+            kubernetes_version: o.kubernetes.to_string(),
         }
     }
 

@@ -841,7 +841,7 @@ fn argocd_plugin_renders_celld_gen_for_the_healers_namespace() {
     assert_eq!(
         plugin["spec"]["generate"],
         serde_json::json!({"command": ["sh", "-c"],
-            "args": ["exec celld-gen render . --stdout --healer-namespace ops"]})
+            "args": ["exec celld-gen render . --stdout --healer-namespace ops --kubernetes-version 1.37"]})
     );
     let cm = parse(&get("argocd/cmp/configmap.yaml"));
     let mounted = cm["data"][argocd_cmp::PLUGIN_FILE]
@@ -1051,4 +1051,81 @@ fn metrics_auth_and_the_service_monitor() {
             .iter()
             .any(|(p, _)| p == "healer/servicemonitor.yaml")
     );
+}
+
+/// Each supported minor gets only APIs it serves: the mutating start policy where
+/// `admissionregistration.k8s.io/v1` serves it (1.36 on), else the replicas policy; the
+/// rest of the bundle is the same.
+#[test]
+fn the_start_guard_is_rendered_for_the_clusters_minor() {
+    use crate::kubernetes::Minor;
+    let kinds = |m: Minor| -> Vec<(String, String)> {
+        let o = InstallOptions {
+            kubernetes: m,
+            ..InstallOptions::default()
+        };
+        super::admission::objects(&o)
+            .into_iter()
+            .map(|(f, v)| (f, v["kind"].as_str().unwrap_or_default().to_string()))
+            .collect()
+    };
+    for m in Minor::supported() {
+        let k = kinds(m);
+        let mutating = k
+            .iter()
+            .any(|(_, kind)| kind.starts_with("MutatingAdmission"));
+        let replicas = k.iter().any(|(f, _)| f == "replicas-policy.yaml");
+        assert_eq!(mutating, m.minor() >= 36, "{m}: {k:?}");
+        assert_eq!(replicas, m.minor() < 36, "{m}: {k:?}");
+    }
+    let old = InstallOptions {
+        kubernetes: "1.34".parse().unwrap(),
+        ..InstallOptions::default()
+    };
+    let files = render(&old);
+    let all: String = files.iter().map(|f| f.text.as_str()).collect();
+    assert!(!all.contains("MutatingAdmissionPolicy"), "{all}");
+    assert!(all.contains("--kubernetes-version 1.34"));
+    let record = files
+        .iter()
+        .find(|f| f.path == super::record::RECORD_FILE)
+        .expect("the record");
+    assert!(
+        record.text.contains("kubernetesVersion: \"1.34\""),
+        "{}",
+        record.text
+    );
+}
+
+/// The replicas policy: creation at the API default refused, a count written on purpose
+/// (or Git's 0) kept; on update only a healer may change replicas.
+#[test]
+fn the_replicas_policy_refuses_the_default_and_every_writer_but_the_healer() {
+    use super::admission::{REPLICAS_POLICY, from_a_healer, rendered_workload, replicas_policy};
+    let p = replicas_policy();
+    assert_eq!(p["metadata"]["name"], REPLICAS_POLICY);
+    assert_eq!(p["spec"]["failurePolicy"], "Fail");
+    let rules = &p["spec"]["matchConstraints"]["resourceRules"][0];
+    assert_eq!(rules["resources"], serde_json::json!(["statefulsets"]));
+    assert_eq!(rules["operations"], serde_json::json!(["CREATE", "UPDATE"]));
+    assert_eq!(
+        p["spec"]["matchConditions"][0]["expression"],
+        rendered_workload()
+    );
+    let v = p["spec"]["validations"].as_array().unwrap();
+    assert_eq!(v.len(), 2);
+    let create = v[0]["expression"].as_str().unwrap();
+    assert!(
+        create.starts_with("request.operation != 'CREATE' || !("),
+        "{create}"
+    );
+    let update = v[1]["expression"].as_str().unwrap();
+    assert!(update.contains(&from_a_healer()), "{update}");
+    assert!(update.contains("oldObject.spec.replicas"), "{update}");
+    for m in [&v[0]["messageExpression"], &v[1]["messageExpression"]] {
+        assert!(
+            m.as_str()
+                .is_some_and(|m| m.contains("object.metadata.name"))
+        );
+    }
 }

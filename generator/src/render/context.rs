@@ -151,6 +151,9 @@ pub struct FleetContext {
     reservation: Reservation,
     /// Namespace of the healer Pods the NetworkPolicy admits to the peer port.
     healer_namespace: String,
+    /// The StatefulSet carries `replicas: 0` in Git: on Kubernetes minors without the
+    /// install bundle's MutatingAdmissionPolicy ([`crate::kubernetes::StartGuard`]).
+    replicas_zero_in_git: bool,
     /// The credentials agent members may reach (null: `enabled: false`).
     credentials_agent: Option<AgentContext>,
     /// Extra egress destinations after the fixed rules, in order.
@@ -406,6 +409,8 @@ impl FleetContext {
             },
             reservation,
             healer_namespace: options.healer_namespace.clone(),
+            replicas_zero_in_git: options.kubernetes.start_guard()
+                == crate::kubernetes::StartGuard::RenderedZero,
             credentials_agent: spec.credentials_agent().map(|(cidr, port)| AgentContext {
                 cidr: cidr.to_owned(),
                 port,

@@ -179,12 +179,16 @@ pub struct RenderOptions {
     /// the namespace `celld-gen install --namespace` put it in (both default to
     /// [`labels::HEALER_NAMESPACE`]).
     pub healer_namespace: String,
+    /// Kubernetes minor of the cluster (`--kubernetes-version`): decides how a new
+    /// StatefulSet starts at zero ([`crate::kubernetes::StartGuard`]).
+    pub kubernetes: crate::kubernetes::Minor,
 }
 
 impl Default for RenderOptions {
     fn default() -> Self {
         RenderOptions {
             healer_namespace: labels::HEALER_NAMESPACE.to_owned(),
+            kubernetes: crate::kubernetes::NEWEST,
         }
     }
 }

@@ -118,11 +118,7 @@ spec:
 
     /// Every required term of the rendered node affinity, as `key operator values`.
     fn terms(s: &StatefulSet) -> Vec<Vec<String>> {
-        let spec = s
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .unwrap();
+        let spec = s.spec.template.spec.as_ref().unwrap();
         let required = spec
             .affinity
             .as_ref()
@@ -159,7 +155,7 @@ spec:
     fn without_settings_the_fleet_term_stands_alone() {
         let s = statefulset("");
         assert_eq!(terms(&s), vec![vec![ZONE.to_string(), OS.to_string()]]);
-        let meta = s.spec.unwrap().template.metadata.unwrap();
+        let meta = s.spec.template.metadata.unwrap();
         assert_eq!(meta.labels.unwrap().len(), 1, "the identity label only");
         assert_eq!(meta.annotations.unwrap().len(), 1, "the restart token only");
     }
@@ -183,7 +179,7 @@ spec:
                 vec![ZONE.to_string(), OS.into()],
             ]
         );
-        let spec = s.spec.unwrap().template.spec.unwrap();
+        let spec = s.spec.template.spec.unwrap();
         let required = spec
             .affinity
             .unwrap()
@@ -208,7 +204,7 @@ spec:
     imagePullSecrets: [{name: regcred}]
 ",
         );
-        let template = s.spec.unwrap().template;
+        let template = s.spec.template;
         let meta = template.metadata.unwrap();
         let labels = meta.labels.unwrap();
         assert_eq!(labels["team"], "payments");

@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | `AddFleetFinalizer`, `RemoveFleetFinalizer` | JSON patch of the CelldFleet's `metadata.finalizers` | `test` ops on `metadata.uid` and `metadata.resourceVersion` |
 //! | `InitializeMembers` | JSON patch adding the CelldFleet's `spec.members`, field manager `celld-healer` | `test` ops on `metadata.uid` and `metadata.resourceVersion` (the version without the field) |
-//! | `SetReplicas` | server-side apply `{apiVersion, kind, metadata: {name, namespace, uid, resourceVersion}, spec: {replicas}}`, field manager `celld-healer`, not forced | uid and resourceVersion in the applied object |
+//! | `SetReplicas` | server-side apply `{apiVersion, kind, metadata: {name, namespace, uid, resourceVersion}, spec: {replicas}}`, field manager `celld-healer`; forced only after a field-manager conflict | uid and resourceVersion in the applied object (both attempts) |
 //! | `ForceDeletePod` | delete, `gracePeriodSeconds: 0` | uid |
 //! | `DeletePod` | delete, the Pod's own grace | uid, resourceVersion |
 //! | `StartHandoff` | 1. JSON patch adding the replacement finalizer, index label and uncommitted record; 2. delete (own grace); 3. JSON patch setting `committed: true` | 1: uid, resourceVersion; 2: uid and the resourceVersion returned by 1; 3: uid, and a `test` that the record is still the uncommitted one written in 1 |
@@ -13,13 +13,22 @@
 //! | `ReleaseHandoff`, `AbortHandoff` | JSON patch removing the healer's finalizer, label and annotation (others kept) | uid, resourceVersion |
 //! | `DeleteWorkload` | delete, `propagationPolicy: Foreground` | uid, resourceVersion |
 //!
-//! **Why `SetReplicas` is not forced.** The healer is meant to be the only owner of
-//! `spec.replicas`; the generator never renders it. If another field manager owns the
-//! field (Git still renders replicas, or someone ran `kubectl scale`), a forced apply
-//! would silently take it back and the two writers would flip the value on every sync.
-//! Unforced, the API server answers with a field-manager conflict, which the healer
-//! reports as a Warning Event (`ReplicasOwnedElsewhere`) naming the other manager and
-//! retries with back-off, changing nothing, until the other writer lets go.
+//! **Why `SetReplicas` is forced after a conflict, and why that is safe.** The healer is
+//! the only writer of `spec.replicas` that changes it; others may co-own the field at its
+//! live value: Argo CD's `RespectIgnoreDifferences=true` copies the live value of every
+//! ignored field into what it applies (server-side, as `argocd-controller`), Flux adopts
+//! it the same way, and before Kubernetes 1.36 Git creates the StatefulSet with
+//! `replicas: 0` and so owns that 0. An unforced apply of a new value conflicts with
+//! every such co-owner, so after a sync no fleet could grow or shrink. The healer
+//! therefore applies unforced first and, on a field-manager conflict only, again with
+//! `force`, carrying the same uid and resourceVersion: the forced apply succeeds only on
+//! the very object the decision was made from, whose value every co-owner holds (a write
+//! that changed the value would have changed the resourceVersion), so it takes over a
+//! value nobody disputes, never one someone else just wrote. A writer that keeps writing
+//! another value (an engine without ignore rules) is refused by the install bundle's
+//! replicas policy where Git renders replicas, and is documented as a misconfiguration
+//! everywhere. The take-over is logged with the managers named and counted as outcome
+//! `taken_over`.
 //!
 //! **JSON patch `test` ops, uid in an apply body.** A failed `test`, and a `metadata.uid`
 //! in an apply body that is not the object's, are answered 422 (not 409) by the API
@@ -133,6 +142,16 @@ impl ActError {
     }
 }
 
+/// How a write went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// As planned.
+    Plain,
+    /// `SetReplicas` took `spec.replicas` over from co-owners holding its live value (the
+    /// conflict's message, naming them): see the module documentation.
+    TookOver(String),
+}
+
 /// The action's variant name, for metrics, logs and Events.
 pub fn kind(a: &Action) -> &'static str {
     match a {
@@ -211,9 +230,9 @@ impl Actor<'_> {
     }
 
     /// Executes `action`.
-    pub async fn execute(&self, action: &Action) -> Result<(), ActError> {
+    pub async fn execute(&self, action: &Action) -> Result<Written, ActError> {
         self.check_gate()?;
-        match action {
+        let written: Result<(), ActError> = match action {
             Action::AddFleetFinalizer {
                 uid,
                 resource_version,
@@ -238,8 +257,15 @@ impl Actor<'_> {
                 replicas,
                 ..
             } => {
-                self.set_replicas(*kind, name, uid, resource_version, *replicas)
-                    .await
+                return Ok(
+                    match self
+                        .set_replicas(*kind, name, uid, resource_version, *replicas)
+                        .await?
+                    {
+                        Some(owners) => Written::TookOver(owners),
+                        None => Written::Plain,
+                    },
+                );
             }
             Action::ForceDeletePod { name, uid } => {
                 let dp = DeleteParams {
@@ -326,7 +352,8 @@ impl Actor<'_> {
                 };
                 r.map_err(ActError::from_kube)
             }
-        }
+        };
+        written.map(|()| Written::Plain)
     }
 
     fn pods(&self) -> Api<Pod> {
@@ -394,7 +421,7 @@ impl Actor<'_> {
         uid: &str,
         rv: &str,
         replicas: i32,
-    ) -> Result<(), ActError> {
+    ) -> Result<Option<String>, ActError> {
         let body = json!({
             "apiVersion": "apps/v1",
             "kind": kind.as_str(),
@@ -406,22 +433,36 @@ impl Actor<'_> {
             },
             "spec": {"replicas": replicas},
         });
-        let pp = PatchParams::apply(HEALER_FIELD_MANAGER);
-        let r = match kind {
-            WorkloadKind::StatefulSet => {
-                Api::<StatefulSet>::namespaced(self.client.clone(), self.ns())
-                    .patch(name, &pp, &Patch::Apply(&body))
-                    .await
-                    .map(|_| ())
-            }
-            WorkloadKind::Deployment => {
-                Api::<Deployment>::namespaced(self.client.clone(), self.ns())
-                    .patch(name, &pp, &Patch::Apply(&body))
-                    .await
-                    .map(|_| ())
+        let apply = |pp: PatchParams| {
+            let body = &body;
+            async move {
+                match kind {
+                    WorkloadKind::StatefulSet => {
+                        Api::<StatefulSet>::namespaced(self.client.clone(), self.ns())
+                            .patch(name, &pp, &Patch::Apply(body))
+                            .await
+                            .map(|_| ())
+                    }
+                    WorkloadKind::Deployment => {
+                        Api::<Deployment>::namespaced(self.client.clone(), self.ns())
+                            .patch(name, &pp, &Patch::Apply(body))
+                            .await
+                            .map(|_| ())
+                    }
+                }
+                .map_err(ActError::from_kube)
             }
         };
-        r.map_err(ActError::from_kube)
+        match apply(PatchParams::apply(HEALER_FIELD_MANAGER)).await {
+            Err(ActError::ManagerConflict(owners)) => {
+                // Co-owners hold the value the decision saw (the resourceVersion in the
+                // body pins it); see the module documentation.
+                self.check_gate()?;
+                apply(PatchParams::apply(HEALER_FIELD_MANAGER).force()).await?;
+                Ok(Some(owners))
+            }
+            r => r.map(|()| None),
+        }
     }
 
     /// The cached Pod, checked against the identity the decision named.

@@ -132,14 +132,14 @@ fn applied(fleet: &CelldFleet, g: &Gathered) -> Applied {
         let n = g
             .workload_sts
             .as_ref()
-            .and_then(|s| s.spec.as_ref()?.replicas)
+            .and_then(|s| s.spec.replicas)
             .unwrap_or(0);
         (n, (n > 0).then(|| format!("{name}-{}", n - 1)))
     } else {
         let n = g
             .workload_dep
             .as_ref()
-            .and_then(|d| d.spec.as_ref()?.replicas)
+            .and_then(|d| d.spec.replicas)
             .unwrap_or(0);
         (n, None)
     };

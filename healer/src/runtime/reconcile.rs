@@ -665,8 +665,17 @@ async fn execute(
         halt_after: ctx.halt_after,
     };
     match actor.execute(action).await {
-        Ok(()) => {
-            ctx.metrics.action(kind, "ok");
+        Ok(written) => {
+            if let act::Written::TookOver(owners) = &written {
+                info!(fleet = %key, rule = plan.rule, action = kind, %owners, "spec.replicas taken over from co-owners holding its live value");
+            }
+            ctx.metrics.action(
+                kind,
+                match written {
+                    act::Written::Plain => "ok",
+                    act::Written::TookOver(_) => "taken_over",
+                },
+            );
             ctx.metrics.reconcile("acted");
             let after = crate::time::Timestamp(self::now().0);
             if let Some(due) = due.filter(|d| *d <= after) {
@@ -735,17 +744,6 @@ async fn execute(
             ctx.metrics.action(kind, e.outcome());
             ctx.metrics.reconcile("error");
             ctx.metrics.error("api");
-            if let ActError::ManagerConflict(m) = &e {
-                ctx.events
-                    .publish(
-                        fleet,
-                        true,
-                        "ReplicasOwnedElsewhere",
-                        kind,
-                        format!("The healer did not change spec.replicas: another field manager owns it ({m}). Stop that writer (e.g. remove replicas from Git) so the healer can own the field."),
-                    )
-                    .await;
-            }
             return Err(ReconcileError::Act {
                 action: kind,
                 source: e,

@@ -93,28 +93,25 @@ impl Trim for Pod {
 impl Trim for StatefulSet {
     fn trim(&mut self) {
         self.meta_mut().managed_fields = None;
-        if let Some(spec) = self.spec.take() {
-            self.spec = Some(StatefulSetSpec {
-                replicas: spec.replicas,
-                selector: spec.selector,
-                persistent_volume_claim_retention_policy: spec
-                    .persistent_volume_claim_retention_policy,
-                ..StatefulSetSpec::default()
-            });
-        }
+        let spec = std::mem::take(&mut self.spec);
+        self.spec = StatefulSetSpec {
+            replicas: spec.replicas,
+            selector: spec.selector,
+            persistent_volume_claim_retention_policy: spec.persistent_volume_claim_retention_policy,
+            ..StatefulSetSpec::default()
+        };
     }
 }
 
 impl Trim for Deployment {
     fn trim(&mut self) {
         self.meta_mut().managed_fields = None;
-        if let Some(spec) = self.spec.take() {
-            self.spec = Some(DeploymentSpec {
-                replicas: spec.replicas,
-                selector: spec.selector,
-                ..DeploymentSpec::default()
-            });
-        }
+        let spec = std::mem::take(&mut self.spec);
+        self.spec = DeploymentSpec {
+            replicas: spec.replicas,
+            selector: spec.selector,
+            ..DeploymentSpec::default()
+        };
     }
 }
 
@@ -337,7 +334,7 @@ mod tests {
         assert_eq!(cut, whole);
         let zones: Vec<_> = cut.pods.iter().map(|p| p.zone.as_deref()).collect();
         assert_eq!(zones, [Some("us-east-1b"), Some("us-east-1c")]);
-        assert!(ts.spec.as_ref().is_some_and(|s| s.template.spec.is_none()));
+        assert!(ts.spec.template.spec.is_none());
         assert!(tc[0].spec.as_ref().is_some_and(|s| s.resources.is_none()));
     }
 
@@ -349,7 +346,7 @@ mod tests {
         let td = trimmed(&d);
         let cut = observe(&f, Some(WorkloadObject::Deployment(&td)), &[], &[]);
         assert_eq!(cut, whole);
-        assert!(td.spec.as_ref().is_some_and(|s| s.template.spec.is_none()));
+        assert!(td.spec.template.spec.is_none());
     }
 
     /// The member readers (application view, capacity collector) answer the same, and

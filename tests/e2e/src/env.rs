@@ -384,7 +384,7 @@ impl Env {
             .await
         {
             for s in l {
-                let spec = s.spec.as_ref().and_then(|s| s.replicas);
+                let spec = s.spec.replicas;
                 let st = s.status.as_ref();
                 out += &format!(
                     "--- StatefulSet {} replicas={spec:?} ready={:?} gen={:?} observed={:?}\n",
@@ -403,7 +403,7 @@ impl Env {
                 out += &format!(
                     "--- Deployment {} replicas={:?} ready={:?}\n",
                     d.name_any(),
-                    d.spec.as_ref().and_then(|s| s.replicas),
+                    d.spec.replicas,
                     d.status.as_ref().and_then(|s| s.ready_replicas)
                 );
             }

@@ -151,7 +151,8 @@ pub fn rendered_objects(fleet: &CelldFleet) -> Result<Vec<Value>> {
     // Rendering takes only a validated fleet: validate this one again, as a file (JSON is
     // YAML), since a test may have changed it after loading.
     let valid = validated(&serde_json::to_string(fleet)?)?;
-    let r = celld_gen::render::render_fleet(&valid).map_err(|e| anyhow!("render: {e}"))?;
+    let r = celld_gen::render::render_fleet_with(&valid, &crate::render_options()?)
+        .map_err(|e| anyhow!("render: {e}"))?;
     r.objects
         .iter()
         .map(|o| serde_saphyr::from_str::<Value>(&o.yaml).map_err(|e| anyhow!("{}: {e}", o.file)))

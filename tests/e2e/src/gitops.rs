@@ -678,7 +678,7 @@ fn upgraded_templates() -> Result<Vec<(&'static str, &'static str)>> {
 /// The objects of a fleet file rendered with the templates of `env`.
 fn render_in(env: &celld_gen::render::templates::Templates, file: &str) -> Result<Vec<Value>> {
     let fleet = crate::fleet::validated(file)?;
-    let r = celld_gen::render::render_fleet_in(env, &fleet, &Default::default())
+    let r = celld_gen::render::render_fleet_in(env, &fleet, &crate::render_options()?)
         .map_err(|e| anyhow::anyhow!("render: {e}"))?;
     r.objects.iter().map(|o| yaml(&o.yaml, o.file)).collect()
 }

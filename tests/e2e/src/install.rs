@@ -22,6 +22,7 @@ use crate::*;
 /// left out: the tests run the healer binary themselves), and a StorageClass for kubesim's
 /// provisioner.
 pub async fn install(client: &Client) -> Result<()> {
+    server_is_the_rendered_minor(client).await?;
     let bundle = install_bundle()?;
     for o in &bundle {
         apply(client, o, SETUP, false).await?;
@@ -86,11 +87,52 @@ pub async fn install(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// Waits until the API server enforces the start-at-zero admission policy (a new policy
-/// takes a moment to load): a server-side dry-run create of a celld-gen StatefulSet must
-/// come back with `replicas: 0`. Without this wait, the first test on a fresh cluster
+/// The Kubernetes minor the tests render for and install with: that of
+/// `CELLD_GEN_KUBERNETES_VERSION`, which the `celld-gen` the tests run reads too (unset:
+/// the newest supported). `scripts/test-oldest.sh` sets it for the oldest line.
+pub fn kubernetes() -> Result<celld_gen::kubernetes::Minor> {
+    celld_gen::kubernetes::choose(
+        None,
+        std::env::var(celld_gen::kubernetes::KUBERNETES_VERSION_ENV)
+            .ok()
+            .as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The render options of the tests' fleets: the default healer namespace, for
+/// [`kubernetes`].
+pub fn render_options() -> Result<celld_gen::render::RenderOptions> {
+    Ok(celld_gen::render::RenderOptions {
+        kubernetes: kubernetes()?,
+        ..Default::default()
+    })
+}
+
+/// The cluster runs the minor the tests render for: a fleet rendered for another would
+/// start differently (and a bundle for another might not apply), so a mismatch fails the
+/// run with what to set instead.
+async fn server_is_the_rendered_minor(client: &Client) -> Result<()> {
+    let info = client.apiserver_version().await?;
+    let server = format!("{}.{}", info.major, info.minor.trim_end_matches('+'));
+    let want = kubernetes()?;
+    ensure!(
+        server == want.to_string(),
+        "the API server is Kubernetes {server} ({}), but the tests render for {want}: set {}={server} (scripts/test-oldest.sh does for the oldest line)",
+        info.git_version,
+        celld_gen::kubernetes::KUBERNETES_VERSION_ENV
+    );
+    Ok(())
+}
+
+/// Waits until the API server enforces the start guard (a new policy takes a moment to
+/// load): a server-side dry-run create of a celld-gen StatefulSet at the API default
+/// must come back with `replicas: 0` (the mutating policy, 1.36 on) or be refused (the
+/// replicas policy, before 1.36). Without this wait, the first test on a fresh cluster
 /// could create its StatefulSet at the API default of 1.
 async fn start_at_zero_in_effect(client: &Client) -> Result<()> {
+    use celld_gen::kubernetes::StartGuard;
+    let guard = kubernetes()?.start_guard();
     let probe: StatefulSet = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": "celld-e2e-start-probe", "namespace": HEALER_NAMESPACE,
@@ -111,8 +153,17 @@ async fn start_at_zero_in_effect(client: &Client) -> Result<()> {
         || {
             let (api, probe, pp) = (api.clone(), probe.clone(), pp.clone());
             async move {
-                let made = api.create(&pp, &probe).await?;
-                Ok((made.spec.and_then(|s| s.replicas) == Some(0)).then_some(()))
+                Ok(match (guard, api.create(&pp, &probe).await) {
+                    (StartGuard::MutatingPolicy, made) => made?.spec.replicas == Some(0),
+                    (StartGuard::RenderedZero, Err(kube::Error::Api(e))) => {
+                        e.message.contains("would start a member before the healer")
+                    }
+                    (StartGuard::RenderedZero, made) => {
+                        made?;
+                        false
+                    }
+                }
+                .then_some(()))
             }
         },
     )

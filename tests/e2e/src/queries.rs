@@ -145,13 +145,13 @@ pub async fn wait_condition(
 /// spec.replicas of the workload named `name` (StatefulSet, else Deployment).
 pub async fn replicas(env: &Env, name: &str) -> Result<Option<i32>> {
     if let Some(s) = env.api::<StatefulSet>().get_opt(name).await? {
-        return Ok(Some(s.spec.and_then(|s| s.replicas).unwrap_or(1)));
+        return Ok(Some(s.spec.replicas.unwrap_or(1)));
     }
     Ok(env
         .api::<Deployment>()
         .get_opt(name)
         .await?
-        .map(|d| d.spec.and_then(|s| s.replicas).unwrap_or(1)))
+        .map(|d| d.spec.replicas.unwrap_or(1)))
 }
 
 /// Waits until `n` member Pods of the fleet (by identity) are Ready and not terminating.

@@ -219,7 +219,7 @@ async fn growth(env: &mut Env) -> Result<()> {
         .context("re-applying beta")?;
     let sts2: StatefulSet = env.api::<StatefulSet>().get("alpha").await?;
     ensure!(
-        sts2.spec.as_ref().and_then(|s| s.replicas) == Some(3),
+        sts2.spec.replicas == Some(3),
         "replicas changed by the re-apply"
     );
     ensure!(
@@ -265,8 +265,7 @@ async fn growth(env: &mut Env) -> Result<()> {
                 "the healer wrote replicas again after the re-apply"
             );
             ensure!(
-                replica_owners(&sts) == owners
-                    && sts.spec.as_ref().and_then(|s| s.replicas) == Some(3),
+                replica_owners(&sts) == owners && sts.spec.replicas == Some(3),
                 "spec.replicas or its ownership changed after the re-apply"
             );
             Ok(true)

@@ -213,7 +213,7 @@ async fn served(env: &mut Env, installed: &mut Vec<(String, String)>) -> Result<
                     .finalizers
                     .as_ref()
                     .is_none_or(|f| f.is_empty());
-                let at_zero = |s: StatefulSet| s.spec.and_then(|s| s.replicas) == Some(0);
+                let at_zero = |s: StatefulSet| s.spec.replicas == Some(0);
                 Ok(untouched
                     && copy_untouched
                     && at_zero(sts_c.get("original").await?)

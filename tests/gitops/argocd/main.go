@@ -43,12 +43,15 @@ import (
 	kubeutil "github.com/argoproj/argo-cd/v3/util/kube"
 	"github.com/argoproj/argo-cd/v3/util/lua"
 	"github.com/argoproj/argo-cd/v3/util/settings"
+	jsonpatch "github.com/evanphx/json-patch"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
@@ -305,7 +308,10 @@ func checkRequest(req *request) error {
 
 // syncObjects applies the targets the way a ServerSideApply=true sync does: a server-side
 // dry run of every object first, then the apply, both through gitops-engine's
-// kubectl-based ResourceOperations with Argo CD's field manager.
+// kubectl-based ResourceOperations with Argo CD's field manager. With
+// RespectIgnoreDifferences=true (as the application controller does before it syncs) the
+// live values of the Application's ignored fields are carried into each target first
+// (respectIgnoreDifferences).
 func syncObjects(ctx context.Context, req *request) (any, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
@@ -321,6 +327,11 @@ func syncObjects(ctx context.Context, req *request) (any, error) {
 	cfg, err := restConfig()
 	if err != nil {
 		return nil, err
+	}
+	if req.Application.Spec.SyncPolicy.SyncOptions.HasOption("RespectIgnoreDifferences=true") {
+		if objs, err = respectIgnoreDifferences(ctx, mgr, req.Application, cfg, objs); err != nil {
+			return nil, err
+		}
 	}
 	ops, cleanup, err := kubeutil.NewKubectl().ManageResources(cfg)
 	if err != nil {
@@ -341,6 +352,114 @@ func syncObjects(ctx context.Context, req *request) (any, error) {
 		}
 	}
 	return map[string]any{"applied": applied}, nil
+}
+
+// respectIgnoreDifferences does what the application controller does to the targets of a
+// RespectIgnoreDifferences=true sync (controller/sync.go, normalizeTargetResources, not
+// exported): Argo CD's own normalization strips the ignored fields from live and target
+// (argodiff.Normalize with the Application's ignoreDifferences), the difference between
+// the normalized and the real live object (the ignored fields' live values) is taken as
+// a strategic merge patch, and that patch is applied to the normalized target. A target
+// with no live object is applied as it is. (The controller then also undoes collateral
+// changes to non-ignored siblings under replace-strategy parents, such as a PDB selector;
+// the fields ignored here, spec.replicas and spec.members, have none.) So, as in a real
+// sync, Argo CD applies the live value of an ignored field and co-owns it.
+func respectIgnoreDifferences(ctx context.Context, mgr *settings.SettingsManager, app *v1alpha1.Application, cfg *rest.Config, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	overrides, err := mgr.GetResourceOverrides()
+	if err != nil {
+		return nil, fmt.Errorf("reading resource overrides: %w", err)
+	}
+	compare, err := mgr.GetResourceCompareOptions()
+	if err != nil {
+		return nil, fmt.Errorf("reading compare options: %w", err)
+	}
+	labelKey, err := mgr.GetAppInstanceLabelKey()
+	if err != nil {
+		return nil, err
+	}
+	method, err := mgr.GetTrackingMethod()
+	if err != nil {
+		return nil, err
+	}
+	dc, err := argodiff.NewDiffConfigBuilder().
+		WithDiffSettings(app.Spec.IgnoreDifferences, overrides, compare.IgnoreAggregatedRoles, normalizers.IgnoreNormalizerOpts{}).
+		WithTracking(labelKey, method).
+		WithNoCache().
+		Build()
+	if err != nil {
+		return nil, fmt.Errorf("building the diff config: %w", err)
+	}
+	kubectl := kubeutil.NewKubectl()
+	lives := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		live, err := kubectl.GetResource(ctx, cfg, o.GroupVersionKind(), o.GetName(), o.GetNamespace())
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading live %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+		if err == nil {
+			lives[i] = live
+		}
+	}
+	normalized, err := argodiff.Normalize(lives, objs, dc)
+	if err != nil {
+		return nil, fmt.Errorf("normalizing: %w", err)
+	}
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, target := range objs {
+		live, normLive, normTarget := lives[i], normalized.Lives[i], normalized.Targets[i]
+		if live == nil || normLive == nil || normTarget == nil {
+			out[i] = target
+			continue
+		}
+		live, normLive = live.DeepCopy(), normLive.DeepCopy()
+		// status is its controller's, never the sync's.
+		unstructured.RemoveNestedField(live.Object, "status")
+		unstructured.RemoveNestedField(normLive.Object, "status")
+		versioned, err := scheme.Scheme.New(target.GroupVersionKind())
+		if err != nil {
+			versioned = nil // a custom resource: a JSON merge patch, as the controller does without a schema
+		}
+		from, err := normLive.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		to, err := live.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		base, err := normTarget.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		var patched []byte
+		if versioned != nil {
+			meta, err := strategicpatch.NewPatchMetaFromStruct(versioned)
+			if err != nil {
+				return nil, err
+			}
+			patch, err := strategicpatch.CreateThreeWayMergePatch(to, to, from, meta, true)
+			if err != nil {
+				return nil, err
+			}
+			if patched, err = strategicpatch.StrategicMergePatch(base, patch, versioned); err != nil {
+				return nil, err
+			}
+		} else {
+			patch, err := jsonpatch.CreateMergePatch(from, to)
+			if err != nil {
+				return nil, err
+			}
+			if patched, err = jsonpatch.MergePatch(base, patch); err != nil {
+				return nil, err
+			}
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(patched); err != nil {
+			return nil, err
+		}
+		out[i] = obj
+	}
+	return out, nil
 }
 
 // diffObjects compares the live objects with the targets as the application controller
