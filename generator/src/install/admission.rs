@@ -43,7 +43,8 @@
 //!   Flux create the workload at 0 and, under the ignore rules of the install bundle's
 //!   examples, apply the live value from then on; an engine without those rules would
 //!   write Git's 0 back on every sync and stop every member at once, and is refused
-//!   instead, its sync failing with a message that says what to add. The `/scale`
+//!   instead, its sync failing with a message that says what to add (its dry runs, which
+//!   change nothing and are how both engines detect drift, pass). The `/scale`
 //!   subresource is not matched: `kubectl scale` stays a person's deliberate act, as on
 //!   1.36.
 
@@ -370,8 +371,13 @@ pub fn replicas_policy() -> Value {
                     "reason": "Forbidden",
                 },
                 {
+                    // A dry run changes nothing, and it is how Argo CD and Flux detect
+                    // drift (Git's 0 against the live count, which their ignore rules
+                    // then leave out of the comparison): refusing it would fail every
+                    // diff; the real write is refused.
                     "expression": format!(
                         "request.operation != 'UPDATE' || \
+                         (has(request.dryRun) && request.dryRun) || \
                          (has(object.spec.replicas) ? object.spec.replicas : 1) == \
                          (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 1) || \
                          ({})",

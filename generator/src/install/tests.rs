@@ -1122,6 +1122,8 @@ fn the_replicas_policy_refuses_the_default_and_every_writer_but_the_healer() {
     let update = v[1]["expression"].as_str().unwrap();
     assert!(update.contains(&from_a_healer()), "{update}");
     assert!(update.contains("oldObject.spec.replicas"), "{update}");
+    assert!(update.contains("request.dryRun"), "{update}");
+    assert!(!create.contains("request.dryRun"), "{create}");
     for m in [&v[0]["messageExpression"], &v[1]["messageExpression"]] {
         assert!(
             m.as_str()
