@@ -21,7 +21,8 @@ in full at the end. Durations are kept in the user cache (survives fresh clones 
 same machine) and the next run starts the longest jobs first.
 
 Usage: scripts/run-tests.py [--jobs N] [--filter TEXT]... [--list] [--binaries FILE]
-                            [--gate TEXT=FILE]... [-- CARGO TEST ARGS...]
+                            [--gate TEXT=FILE]... [--logs DIR] [--timings FILE]
+                            [-- CARGO TEST ARGS...]
 """
 
 from __future__ import annotations
@@ -259,6 +260,17 @@ def main() -> int:
         help="jobs whose name contains TEXT start once FILE exists; they fail unless it says ok "
         "(scripts/test-all.sh builds what they need meanwhile)",
     )
+    ap.add_argument(
+        "--logs",
+        default=str(ROOT / "target" / "test-logs"),
+        help="directory for the jobs' output, emptied first (default: target/test-logs)",
+    )
+    ap.add_argument(
+        "--timings",
+        default=str(cache_dir() / "test-timings.json"),
+        help="file of the jobs' last durations, read to start the longest first and "
+        "written after (default: test-timings.json in the user cache)",
+    )
     ap.add_argument("--list", action="store_true", help="print the jobs in their order and exit")
     ap.add_argument("cargo_args", nargs="*", help="more `cargo test` arguments (after --)")
     a = ap.parse_args()
@@ -269,7 +281,7 @@ def main() -> int:
     # cores busy without a long queue in front of the API server every test shares.
     jobs_n = a.jobs or 4 * (os.cpu_count() or 2)
 
-    hist_path = cache_dir() / "test-timings.json"
+    hist_path = Path(a.timings)
     try:
         history = json.loads(hist_path.read_text())
     except (OSError, ValueError):
@@ -294,7 +306,7 @@ def main() -> int:
     if not jobs:
         say("no test matched")
         return 1
-    logs = ROOT / "target" / "test-logs"
+    logs = Path(a.logs)
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     say(f"{len(jobs)} jobs ({sum(j.tests for j in jobs)} tests), {jobs_n} at a time; logs in {logs}")

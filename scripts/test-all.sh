@@ -12,7 +12,10 @@
 #   3. the golden files against independent validators, and the doc tests;
 #   4. the control plane starts; Argo CD, Flux, crane and the static healer build in the
 #      background while the tests run (scripts/run-tests.py, end-to-end tests several
-#      at a time); the tests that need those builds wait for them.
+#      at a time); the tests that need those builds wait for them;
+#   5. beside them, in the background, the oldest supported Kubernetes line: its control
+#      plane built (cached per version) and started on ports of its own, and the
+#      end-to-end subset run against it (scripts/test-oldest.sh).
 # Each step is announced; a table of every step's time is printed at the end, on
 # success and on failure. The first failing step stops the run.
 #
@@ -152,6 +155,11 @@ CLUSTER_STARTED=1
 # printing its not-run notice.
 export CELLD_E2E=1
 
+# shellcheck disable=SC1091
+. tests/k8s-version.env
+background oldest "Kubernetes $K8S_OLDEST_VERSION (the oldest supported line): its control plane and the end-to-end subset (scripts/test-oldest.sh)" \
+  scripts/test-oldest.sh --binaries "$BINARIES" --gate "celld-e2e/gitops_=$STEPS/gitops.done"
+
 step "unit, golden, guide, simulation and end-to-end tests (scripts/run-tests.py)" \
   python3 scripts/run-tests.py --binaries "$BINARIES" \
   --gate "celld-e2e/gitops_=$STEPS/gitops.done" \
@@ -159,3 +167,4 @@ step "unit, golden, guide, simulation and end-to-end tests (scripts/run-tests.py
 
 finish gitops
 finish image
+finish oldest

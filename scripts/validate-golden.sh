@@ -4,7 +4,11 @@
 #   - core kinds: kubernetes-validate --strict for the pinned Kubernetes minor;
 #   - CelldFleet and CelldBucketReservation: our CRDs' openAPIV3Schema (`celld-gen crds`);
 #   - HTTPRoute: the Gateway API CRD of the pinned Gateway API version;
-#   - kustomization.yaml files: sorted resources that exist.
+#   - kustomization.yaml files: sorted resources that exist;
+#   - and for every supported minor (celld-gen version --format json), the install bundle
+#     (`install --stdout --kubernetes-version`) and the examples rendered for it, against
+#     that minor's API schemas, with a negative control (the newest bundle refused by the
+#     oldest minor's schemas: it has no MutatingAdmissionPolicy v1).
 # A negative control runs first: deliberately broken objects must be rejected, so a
 # validator that silently passes everything fails this script.
 #
@@ -82,3 +86,39 @@ log "negative control ok: all 5 broken objects rejected"
 
 log "validating $DIR against Kubernetes $KUBE_VALIDATE_VERSION and the CRD schemas"
 validate "$DIR"
+
+# split_stream DIR: the `---` stream on stdin, one file per object in DIR.
+split_stream() {
+  mkdir -p "$1"
+  awk -v dir="$1" 'BEGIN { n = 0; f = sprintf("%s/%03d.yaml", dir, n) }
+    /^---$/ { n++; f = sprintf("%s/%03d.yaml", dir, n); next }
+    { print > f }'
+  # A leading `---` leaves an empty first file; comments alone are not an object.
+  for f in "$1"/*.yaml; do
+    grep -qv '^\s*\(#.*\)\?$' "$f" || rm -f "$f"
+  done
+}
+
+versions="$(cargo run --quiet -p celld-gen -- version --format json \
+  | "$VENV/bin/python" -c 'import json,sys; print(" ".join(json.load(sys.stdin)["kubernetes"]["supported"]))')"
+for m in $versions; do
+  log "Kubernetes $m: the install bundle and the examples rendered for it"
+  cargo run --quiet -p celld-gen -- install --stdout --kubernetes-version "$m" \
+    | split_stream "$neg/install-$m"
+  "$VENV/bin/python" scripts/validate-manifests.py "$neg/install-$m" --crds "$CRDS" \
+    --gateway-crds "$GATEWAY" -k "$m.0" --install | tail -n 1
+  cargo run --quiet -p celld-gen -- render examples/ -o "$neg/examples-$m" \
+    --kubernetes-version "$m" 2>/dev/null
+  "$VENV/bin/python" scripts/validate-manifests.py "$neg/examples-$m" --crds "$CRDS" \
+    --gateway-crds "$GATEWAY" -k "$m.0" | tail -n 1
+done
+oldest="${versions%% *}" newest="${versions##* }"
+log "negative control: the Kubernetes $newest bundle against the $oldest schemas is refused"
+if out="$("$VENV/bin/python" scripts/validate-manifests.py "$neg/install-$newest" --crds "$CRDS" \
+  --gateway-crds "$GATEWAY" -k "$oldest.0" --install)"; then
+  echo "$out"
+  echo "the $oldest schemas accepted a bundle with a MutatingAdmissionPolicy v1" >&2
+  exit 1
+fi
+grep -q 'FAIL .*MutatingAdmissionPolicy\|kubernetes-validate' <<<"$out" \
+  || { echo "$out"; echo "refused for another reason than the policy" >&2; exit 1; }

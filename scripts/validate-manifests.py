@@ -11,7 +11,7 @@ Every YAML file under DIR must be exactly one object, and must pass:
 Any other kind fails. CEL rules (x-kubernetes-validations) are not evaluated here: the
 generator's own validator and the end-to-end tests against a real API server cover them.
 
-Usage: validate-manifests.py DIR --crds CRDS.json --gateway-crds DIR -k 1.36.0
+Usage: validate-manifests.py DIR --crds CRDS.json --gateway-crds DIR -k 1.37.0 [--install]
 Exit 0 when every file passes, 1 otherwise. The last line is "N passed, M failed".
 """
 
@@ -32,6 +32,21 @@ CORE = {
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("networking.k8s.io/v1", "Ingress"),
     ("policy/v1", "PodDisruptionBudget"),
+}
+# The install bundle's other kinds (`--install`): also the API server's own, so checked
+# by kubernetes-validate for the version, which knows which of them that version serves.
+INSTALL = {
+    ("v1", "Namespace"),
+    ("v1", "ServiceAccount"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 }
 
 
@@ -101,7 +116,13 @@ def main():
     ap.add_argument("--crds", required=True, help="JSON array of our CRDs (celld-gen crds)")
     ap.add_argument("--gateway-crds", required=True, help="directory of Gateway API CRDs")
     ap.add_argument("-k", "--kubernetes-version", required=True)
+    ap.add_argument(
+        "--install",
+        action="store_true",
+        help="DIR holds the install bundle: its RBAC, admission policies and CRDs are core kinds too",
+    )
     args = ap.parse_args()
+    core = CORE | INSTALL if args.install else CORE
 
     validators = {}
     with open(args.crds) as f:
@@ -156,7 +177,7 @@ def main():
             else:
                 passed += 1
                 print(f"PASS {path} (kustomization)")
-        elif key in CORE:
+        elif key in core:
             core_files.append(path)
         elif key in validators:
             namespaced, validator = validators[key]

@@ -28,11 +28,26 @@ use super::rbac::{Scope, Triple, triples};
 use super::served::Served;
 use celld_api::healer_flags::MetricsAuth;
 
-/// Grants every authenticated user holds (`system:basic-user`): not the healer's excess.
-const EVERYONE: &[(&str, &str)] = &[
-    ("authorization.k8s.io", "selfsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectrulesreviews"),
-    ("authentication.k8s.io", "selfsubjectreviews"),
+/// Grants the API server's default bindings give every authenticated user
+/// (`system:basic-user`) or every ServiceAccount (`system:cluster-trust-bundle-discovery`,
+/// from Kubernetes 1.37 on): not the healer's excess. Only the verbs they grant.
+const EVERYONE: &[(&str, &str, &[&str])] = &[
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        &["create"],
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        &["create"],
+    ),
+    ("authentication.k8s.io", "selfsubjectreviews", &["create"]),
+    (
+        "certificates.k8s.io",
+        "clustertrustbundles",
+        &["get", "list", "watch"],
+    ),
 ];
 
 /// The namespaces reviewed, each with the scopes of the table granted there.
@@ -74,10 +89,13 @@ pub fn excess(rules: &[ResourceRule], expected: &[Triple]) -> BTreeSet<Triple> {
         let resources = r.resources.clone().unwrap_or_default();
         for g in &groups {
             for res in &resources {
-                if EVERYONE.iter().any(|(eg, er)| eg == g && er == res) {
-                    continue;
-                }
                 for verb in &r.verbs {
+                    if EVERYONE
+                        .iter()
+                        .any(|(eg, er, ev)| eg == g && er == res && ev.contains(&verb.as_str()))
+                    {
+                        continue;
+                    }
                     // A grant limited to named objects still grants: count it as written.
                     let t = (g.clone(), res.clone(), verb.clone());
                     if !expected.contains(&t) {
@@ -216,6 +234,38 @@ mod tests {
         );
         scopes.push(Scope::MetricsAuth);
         assert!(excess(&rules, &triples(&scopes)).is_empty());
+    }
+
+    /// What the API server's default bindings give every ServiceAccount is not excess,
+    /// but only for the verbs they give.
+    #[test]
+    fn the_defaults_every_service_account_holds_are_not_excess() {
+        let rules = [
+            rule(
+                &["authentication.k8s.io"],
+                &["selfsubjectreviews"],
+                &["create"],
+            ),
+            rule(
+                &["certificates.k8s.io"],
+                &["clustertrustbundles"],
+                &["get", "list", "watch"],
+            ),
+        ];
+        assert!(excess(&rules, &[]).is_empty());
+        let more = [rule(
+            &["certificates.k8s.io"],
+            &["clustertrustbundles"],
+            &["get", "create"],
+        )];
+        assert_eq!(
+            excess(&more, &[]),
+            BTreeSet::from([(
+                "certificates.k8s.io".to_string(),
+                "clustertrustbundles".to_string(),
+                "create".to_string()
+            )])
+        );
     }
 
     #[test]

@@ -253,10 +253,10 @@ pub async fn as_synced(client: &Client, mut obj: Value) -> Result<Value> {
         return Ok(obj);
     }
     let (api, name) = dynamic_api(client, &obj)?;
-    if let Some(live) = api.get_opt(&name).await? {
-        if let Some(n) = live.data.pointer("/spec/replicas") {
-            obj["spec"]["replicas"] = n.clone();
-        }
+    if let Some(live) = api.get_opt(&name).await?
+        && let Some(n) = live.data.pointer("/spec/replicas")
+    {
+        obj["spec"]["replicas"] = n.clone();
     }
     Ok(obj)
 }

@@ -110,10 +110,15 @@ async fn scenario(env: &mut Env) -> Result<()> {
         replica_owners(&sets.get("sg").await?) == [ARGO, "celld-healer"],
         "argocd-controller does not co-own spec.replicas after the re-sync"
     );
-    // Git raises the members to 4 (the next commit, applied the Argo CD way).
+    // Git raises the members to 4 (the next commit; only the CelldFleet changed, and a
+    // re-sync of the StatefulSet would carry the live count again, as above).
     let mut four = f.clone();
     four.members = 4;
-    env.apply_fleet(&four.yaml())
+    let fleet_object = rendered_objects(&load_fleet(&four.yaml())?)?
+        .into_iter()
+        .find(|o| o["kind"] == "CelldFleet")
+        .context("no rendered CelldFleet")?;
+    apply(&env.client, &fleet_object, ARGO, false)
         .await
         .context("Git raising members to 4")?;
     wait_ready_members(env, &f.identity, 4, Duration::from_secs(90)).await?;

@@ -29,7 +29,7 @@ pub const PV_PROTECTION_FINALIZER: &str = "kubernetes.io/pv-protection";
 /// Pod annotation: initial stub mode (JSON) passed to the stub as `CELLD_STUB_MODE`.
 pub const STUB_MODE_ANNOTATION: &str = "kubesim.celld.dev/stub-mode";
 pub const DEFAULT_HEALTH_PATH: &str = "/.well-known/celld/health";
-pub const KUBELET_VERSION: &str = "v1.36.3";
+pub const KUBELET_VERSION: &str = "v1.37.2";
 
 /// Formats a timestamp the way the API server does (RFC 3339, seconds precision).
 pub fn rfc3339(t: Timestamp) -> String {
