@@ -38,6 +38,14 @@ pub const DELETION_ALLOWED_VALUE: &str = "true";
 pub const ACCEPT_DISK_LOSS: &str = "fleet.celld.dev/accept-disk-loss";
 /// Field manager the healer uses for every server-side apply.
 pub const HEALER_FIELD_MANAGER: &str = "celld-healer";
+
+/// Field managers of the GitOps engines, which co-own `spec.replicas` of a fleet workload
+/// only at its live value (their ignore rules copy or adopt it; before Kubernetes 1.36
+/// Git's `replicas: 0` at creation): Argo CD's server-side apply (`argocd-controller`)
+/// and Flux's kustomize-controller. The healer takes the field over from these, and only
+/// these ([`HEALER_FIELD_MANAGER`]'s forced apply); any other co-owner (`kubectl scale`, a
+/// person's apply) is reported and left alone.
+pub const GITOPS_FIELD_MANAGERS: &[&str] = &["argocd-controller", "kustomize-controller"];
 /// Label every object rendered by the generator carries, for `kubectl get -l`.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY`].

@@ -151,14 +151,16 @@ pub struct InstallArgs {
     pub kubernetes_version: Option<String>,
     /// Render with the options recorded in FILE, the `celld-gen-install.yaml` every
     /// bundle holds (after an upgrade of celld-gen: the same bundle, from the new
-    /// release). The options themselves are then not given as flags.
+    /// release). The options themselves are then not given as flags, but for
+    /// --kubernetes-version (or CELLD_GEN_KUBERNETES_VERSION), which names the cluster's
+    /// new minor after a cluster upgrade.
     #[arg(
         long,
         value_name = "FILE",
         conflicts_with_all = [
             "namespace", "image", "allow_tag", "replicas", "shards", "watch_namespace",
             "member_replacement_delay", "repo_url", "repo_path", "cmp_image", "team",
-            "metrics_auth", "service_monitor", "kubernetes_version",
+            "metrics_auth", "service_monitor",
         ]
     )]
     pub options_from: Option<PathBuf>,
@@ -187,7 +189,12 @@ fn recorded(args: &InstallArgs, path: &std::path::Path) -> Result<InstallArgs, V
         team: r.team,
         metrics_auth: flags::MetricsAuth::parse(&r.metrics_auth).map_err(fail)?,
         service_monitor: r.service_monitor,
-        kubernetes_version: Some(r.kubernetes_version),
+        // The cluster's minor is what changes under a bundle (a cluster upgrade): a flag,
+        // or the variable, names the new one; else the recorded one.
+        kubernetes_version: args.kubernetes_version.clone().or_else(|| {
+            let env = std::env::var(crate::kubernetes::KUBERNETES_VERSION_ENV).unwrap_or_default();
+            env.trim().is_empty().then_some(r.kubernetes_version)
+        }),
         options_from: None,
     })
 }

@@ -32,21 +32,23 @@
 //!   API server), so the healer's unforced server-side apply of `spec.replicas` takes
 //!   the field without a conflict and Git never owns it.
 //!
-//! Or, on Kubernetes before 1.36 ([`crate::kubernetes::StartGuard::RenderedZero`]), where
-//! fleet StatefulSets are rendered with `spec.replicas: 0`, one more
-//! ValidatingAdmissionPolicy instead:
+//! And, on every minor, one more ValidatingAdmissionPolicy, bound per install like the
+//! mutating one:
 //!
 //! - [`REPLICAS_POLICY`]: refuses creating a rendered fleet StatefulSet at the API
-//!   default of 1 (one rendered for 1.36 or newer, without `replicas`: its first member
-//!   would start before the healer vetted anything), and refuses any change of a rendered
-//!   fleet StatefulSet's `spec.replicas` except a healer's ([`from_a_healer`]). Argo CD and
+//!   default of 1 (before 1.36, [`crate::kubernetes::StartGuard::RenderedZero`], Git
+//!   renders `replicas: 0`; one rendered for 1.36 or newer has none, and its first member
+//!   would start before the healer vetted anything; from 1.36 on the mutating policy has
+//!   made it 0 before validation runs), and refuses any change of a rendered fleet
+//!   StatefulSet's `spec.replicas` except a healer's ([`from_a_healer`]). Argo CD and
 //!   Flux create the workload at 0 and, under the ignore rules of the install bundle's
-//!   examples, apply the live value from then on; an engine without those rules would
-//!   write Git's 0 back on every sync and stop every member at once, and is refused
-//!   instead, its sync failing with a message that says what to add (its dry runs, which
-//!   change nothing and are how both engines detect drift, pass). The `/scale`
-//!   subresource is not matched: `kubectl scale` stays a person's deliberate act, as on
-//!   1.36.
+//!   examples, apply the live value from then on. Two writes it keeps out: an engine
+//!   without those rules, which would write Git's 0 back on every sync and stop every
+//!   member at once; and an engine's forced apply of a live value it read before the
+//!   healer changed it (Argo CD copies ignored fields from its cache). Both fail their
+//!   sync with a message that says what to add; their dry runs, which change nothing and
+//!   are how both engines detect drift, pass. The `/scale` subresource is not matched:
+//!   `kubectl scale` stays a person's deliberate act.
 
 use serde_json::{Value, json};
 
@@ -231,9 +233,14 @@ pub fn disk_policy() -> Value {
 
 /// CEL: the object is a workload celld-gen rendered.
 pub fn rendered_workload() -> String {
+    rendered_workload_in("object")
+}
+
+/// CEL: `var` (`object` or `oldObject`) is a workload celld-gen rendered.
+fn rendered_workload_in(var: &str) -> String {
     format!(
-        "has(object.metadata.labels) && {id} in object.metadata.labels && \
-         {mb} in object.metadata.labels && object.metadata.labels[{mb}] == {v}",
+        "has({var}.metadata.labels) && {id} in {var}.metadata.labels && \
+         {mb} in {var}.metadata.labels && {var}.metadata.labels[{mb}] == {v}",
         id = lit(labels::IDENTITY),
         mb = lit(labels::MANAGED_BY),
         v = lit(labels::MANAGED_BY_VALUE),
@@ -360,7 +367,13 @@ pub fn replicas_policy() -> Value {
                 }],
             },
             "matchConditions": [
-                {"name": "rendered-by-celld-gen", "expression": rendered_workload()},
+                // The stored object's labels too: an update that drops them cannot take
+                // the replicas with it.
+                {"name": "rendered-by-celld-gen", "expression": format!(
+                    "({}) || (request.operation == 'UPDATE' && ({}))",
+                    rendered_workload(),
+                    rendered_workload_in("oldObject")
+                )},
             ],
             "validations": [
                 {
@@ -391,22 +404,23 @@ pub fn replicas_policy() -> Value {
     })
 }
 
-/// The policies and their bindings, as (file name, object), in apply order: the start
-/// guard is the mutating policy where the cluster serves it, else the replicas policy.
+/// The replicas policy's binding, one per install like [`start_binding`]: with
+/// `--watch-namespace`, only the served namespaces' StatefulSets (no healer changes
+/// replicas elsewhere).
+pub fn replicas_binding(o: &InstallOptions) -> Value {
+    let mut b = start_binding(o);
+    b["kind"] = json!("ValidatingAdmissionPolicyBinding");
+    b["metadata"]["name"] = json!(format!("{REPLICAS_POLICY}.{}", o.namespace));
+    b["spec"]["policyName"] = json!(REPLICAS_POLICY);
+    b["spec"]["validationActions"] = json!(["Deny"]);
+    b
+}
+
+/// The policies and their bindings, as (file name, object), in apply order. The replicas
+/// policy on every minor (it keeps a stale count out on 1.36 and newer too, such as an
+/// engine's forced apply of the live value it read before the healer changed it); the
+/// mutating start policy where the cluster serves it.
 pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
-    let guard = match o.kubernetes.start_guard() {
-        crate::kubernetes::StartGuard::MutatingPolicy => [
-            ("start-at-zero-policy.yaml".to_string(), start_policy()),
-            ("start-at-zero-binding.yaml".to_string(), start_binding(o)),
-        ],
-        crate::kubernetes::StartGuard::RenderedZero => [
-            ("replicas-policy.yaml".to_string(), replicas_policy()),
-            (
-                "replicas-binding.yaml".to_string(),
-                binding(REPLICAS_POLICY),
-            ),
-        ],
-    };
     let mut v = vec![
         (
             "fleet-deletion-protection-policy.yaml".into(),
@@ -419,6 +433,11 @@ pub fn objects(o: &InstallOptions) -> Vec<(String, Value)> {
         ("disk-protection-policy.yaml".into(), disk_policy()),
         ("disk-protection-binding.yaml".into(), binding(DISK_POLICY)),
     ];
-    v.extend(guard);
+    if o.kubernetes.start_guard() == crate::kubernetes::StartGuard::MutatingPolicy {
+        v.push(("start-at-zero-policy.yaml".into(), start_policy()));
+        v.push(("start-at-zero-binding.yaml".into(), start_binding(o)));
+    }
+    v.push(("replicas-policy.yaml".into(), replicas_policy()));
+    v.push(("replicas-binding.yaml".into(), replicas_binding(o)));
     v
 }

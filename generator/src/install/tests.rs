@@ -69,7 +69,7 @@ fn every_object_round_trips_through_its_type() {
         }
         seen += 1;
     }
-    assert_eq!(seen, 18);
+    assert_eq!(seen, 20);
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn output_is_deterministic_and_sorted() {
             .map(|f| f.text.clone())
             .unwrap_or_default(),
     );
-    assert_eq!(k["resources"].as_array().map(Vec::len), Some(18));
+    assert_eq!(k["resources"].as_array().map(Vec::len), Some(20));
 }
 
 #[test]
@@ -768,9 +768,13 @@ fn admission_policies_protect_fleets_and_disks() {
     for (key, obj) in &second {
         match first.get(key) {
             Some(same) => assert_eq!(same, obj, "{key} differs between installs"),
-            None => assert_eq!(
-                key, "MutatingAdmissionPolicyBinding/celld-fleet-start-at-zero.ops",
-                "only the second install's own binding is new"
+            None => assert!(
+                [
+                    "MutatingAdmissionPolicyBinding/celld-fleet-start-at-zero.ops",
+                    "ValidatingAdmissionPolicyBinding/celld-fleet-replicas.ops",
+                ]
+                .contains(&key.as_str()),
+                "only the second install's own bindings are new: {key}"
             ),
         }
     }
@@ -1054,8 +1058,8 @@ fn metrics_auth_and_the_service_monitor() {
 }
 
 /// Each supported minor gets only APIs it serves: the mutating start policy where
-/// `admissionregistration.k8s.io/v1` serves it (1.36 on), else the replicas policy; the
-/// rest of the bundle is the same.
+/// `admissionregistration.k8s.io/v1` serves it (1.36 on); the replicas policy on every
+/// minor; the rest of the bundle is the same.
 #[test]
 fn the_start_guard_is_rendered_for_the_clusters_minor() {
     use crate::kubernetes::Minor;
@@ -1076,7 +1080,7 @@ fn the_start_guard_is_rendered_for_the_clusters_minor() {
             .any(|(_, kind)| kind.starts_with("MutatingAdmission"));
         let replicas = k.iter().any(|(f, _)| f == "replicas-policy.yaml");
         assert_eq!(mutating, m.minor() >= 36, "{m}: {k:?}");
-        assert_eq!(replicas, m.minor() < 36, "{m}: {k:?}");
+        assert!(replicas, "{m}: {k:?}");
     }
     let old = InstallOptions {
         kubernetes: "1.34".parse().unwrap(),
@@ -1108,9 +1112,28 @@ fn the_replicas_policy_refuses_the_default_and_every_writer_but_the_healer() {
     let rules = &p["spec"]["matchConstraints"]["resourceRules"][0];
     assert_eq!(rules["resources"], serde_json::json!(["statefulsets"]));
     assert_eq!(rules["operations"], serde_json::json!(["CREATE", "UPDATE"]));
+    let cond = p["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        cond.starts_with(&format!(
+            "({}) || (request.operation == 'UPDATE' && (",
+            rendered_workload()
+        )),
+        "{cond}"
+    );
+    assert!(cond.contains("oldObject.metadata.labels"), "{cond}");
+    // Bound per install, to the served namespaces only, like the mutating one.
+    let b = super::admission::replicas_binding(&InstallOptions {
+        watch_namespaces: vec!["a".into()],
+        ..InstallOptions::default()
+    });
+    assert_eq!(b["kind"], "ValidatingAdmissionPolicyBinding");
+    assert_eq!(b["metadata"]["name"], "celld-fleet-replicas.celld-system");
+    assert_eq!(b["spec"]["validationActions"], serde_json::json!(["Deny"]));
     assert_eq!(
-        p["spec"]["matchConditions"][0]["expression"],
-        rendered_workload()
+        b["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"],
+        serde_json::json!(["a"])
     );
     let v = p["spec"]["validations"].as_array().unwrap();
     assert_eq!(v.len(), 2);

@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | `AddFleetFinalizer`, `RemoveFleetFinalizer` | JSON patch of the CelldFleet's `metadata.finalizers` | `test` ops on `metadata.uid` and `metadata.resourceVersion` |
 //! | `InitializeMembers` | JSON patch adding the CelldFleet's `spec.members`, field manager `celld-healer` | `test` ops on `metadata.uid` and `metadata.resourceVersion` (the version without the field) |
-//! | `SetReplicas` | server-side apply `{apiVersion, kind, metadata: {name, namespace, uid, resourceVersion}, spec: {replicas}}`, field manager `celld-healer`; forced only after a field-manager conflict | uid and resourceVersion in the applied object (both attempts) |
+//! | `SetReplicas` | server-side apply `{apiVersion, kind, metadata: {name, namespace, uid, resourceVersion}, spec: {replicas}}`, field manager `celld-healer`; forced only after a field-manager conflict with GitOps engines alone | uid and resourceVersion in the applied object (both attempts) |
 //! | `ForceDeletePod` | delete, `gracePeriodSeconds: 0` | uid |
 //! | `DeletePod` | delete, the Pod's own grace | uid, resourceVersion |
 //! | `StartHandoff` | 1. JSON patch adding the replacement finalizer, index label and uncommitted record; 2. delete (own grace); 3. JSON patch setting `committed: true` | 1: uid, resourceVersion; 2: uid and the resourceVersion returned by 1; 3: uid, and a `test` that the record is still the uncommitted one written in 1 |
@@ -20,15 +20,19 @@
 //! it the same way, and before Kubernetes 1.36 Git creates the StatefulSet with
 //! `replicas: 0` and so owns that 0. An unforced apply of a new value conflicts with
 //! every such co-owner, so after a sync no fleet could grow or shrink. The healer
-//! therefore applies unforced first and, on a field-manager conflict only, again with
-//! `force`, carrying the same uid and resourceVersion: the forced apply succeeds only on
+//! therefore applies unforced first and, on a field-manager conflict with GitOps engines
+//! only ([`celld_api::labels::GITOPS_FIELD_MANAGERS`]), again with `force`, carrying the
+//! same uid and resourceVersion: the forced apply succeeds only on
 //! the very object the decision was made from, whose value every co-owner holds (a write
 //! that changed the value would have changed the resourceVersion), so it takes over a
-//! value nobody disputes, never one someone else just wrote. A writer that keeps writing
-//! another value (an engine without ignore rules) is refused by the install bundle's
-//! replicas policy where Git renders replicas, and is documented as a misconfiguration
-//! everywhere. The take-over is logged with the managers named and counted as outcome
-//! `taken_over`.
+//! value nobody disputes, never one someone else just wrote. An engine that would write
+//! another value (one without ignore rules, or one applying a live value it read before
+//! the healer changed it) is refused by the install bundle's replicas policy. The
+//! take-over is logged with the managers named and counted as outcome `taken_over`. Any
+//! other co-owner (`kubectl scale` used to stop a fleet, a person's own apply) is a
+//! deliberate act: the healer changes nothing, reports it as a Warning Event
+//! (`ReplicasOwnedElsewhere`) naming the manager, and retries with back-off until that
+//! writer lets go.
 //!
 //! **JSON patch `test` ops, uid in an apply body.** A failed `test`, and a `metadata.uid`
 //! in an apply body that is not the object's, are answered 422 (not 409) by the API
@@ -140,6 +144,30 @@ impl ActError {
             ActError::Api(_) => "error",
         }
     }
+}
+
+/// The field managers an apply conflicted with, as the API server names them in its
+/// answer (`conflict with "argocd-controller" using apps/v1: .spec.replicas`).
+fn conflicting_managers(message: &str) -> Vec<String> {
+    let mut out: Vec<String> = message
+        .split("conflict with \"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name.to_string()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether every manager of a conflict is a GitOps engine
+/// ([`celld_api::labels::GITOPS_FIELD_MANAGERS`]): the only co-owners the healer takes
+/// `spec.replicas` over from.
+fn only_gitops_engines(message: &str) -> bool {
+    let managers = conflicting_managers(message);
+    !managers.is_empty()
+        && managers
+            .iter()
+            .all(|m| celld_api::labels::GITOPS_FIELD_MANAGERS.contains(&m.as_str()))
 }
 
 /// How a write went.
@@ -454,12 +482,12 @@ impl Actor<'_> {
             }
         };
         match apply(PatchParams::apply(HEALER_FIELD_MANAGER)).await {
-            Err(ActError::ManagerConflict(owners)) => {
+            Err(ActError::ManagerConflict(message)) if only_gitops_engines(&message) => {
                 // Co-owners hold the value the decision saw (the resourceVersion in the
                 // body pins it); see the module documentation.
                 self.check_gate()?;
                 apply(PatchParams::apply(HEALER_FIELD_MANAGER).force()).await?;
-                Ok(Some(owners))
+                Ok(Some(conflicting_managers(&message).join(", ")))
             }
             r => r.map(|()| None),
         }
@@ -672,6 +700,17 @@ mod tests {
             )),
             ActError::ManagerConflict(_)
         ));
+        // Only GitOps engines are taken over from; a person's `kubectl scale` is not.
+        let argo = "Apply failed with 1 conflict: conflict with \"argocd-controller\" using apps/v1: .spec.replicas";
+        assert_eq!(conflicting_managers(argo), ["argocd-controller"]);
+        assert!(only_gitops_engines(argo));
+        let both = "Apply failed with 2 conflicts: conflict with \"kustomize-controller\" using apps/v1: .spec.replicas\nconflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas";
+        assert_eq!(
+            conflicting_managers(both),
+            ["kubectl", "kustomize-controller"]
+        );
+        assert!(!only_gitops_engines(both));
+        assert!(!only_gitops_engines("Apply failed with 1 conflict"));
         assert!(matches!(
             ActError::from_kube(st(403, "forbidden")),
             ActError::Api(_)

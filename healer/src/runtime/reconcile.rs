@@ -744,6 +744,17 @@ async fn execute(
             ctx.metrics.action(kind, e.outcome());
             ctx.metrics.reconcile("error");
             ctx.metrics.error("api");
+            if let ActError::ManagerConflict(m) = &e {
+                ctx.events
+                    .publish(
+                        fleet,
+                        true,
+                        "ReplicasOwnedElsewhere",
+                        kind,
+                        format!("The healer did not change spec.replicas: a field manager other than the GitOps engines owns it ({m}). Stop that writer (a kubectl scale, or replicas applied by hand) so the healer can own the field."),
+                    )
+                    .await;
+            }
             return Err(ReconcileError::Act {
                 action: kind,
                 source: e,

@@ -8,9 +8,10 @@
 //!   value, and owns it alone afterwards;
 //! - after an Argo CD re-sync with `RespectIgnoreDifferences=true` (which applies the live
 //!   value and so co-owns it again) the healer still grows the fleet;
-//! - before 1.36, the replicas policy refuses an engine that would write Git's 0 back
-//!   (no ignore rules), and a StatefulSet rendered for a newer minor (no `replicas`,
-//!   so the API default of 1); nothing changes.
+//! - the replicas policy refuses an engine's forced apply of a stale count;
+//! - before 1.36, it also refuses an engine that would write Git's 0 back (no ignore
+//!   rules), and a StatefulSet rendered for a newer minor (no `replicas`, so the API
+//!   default of 1); nothing changes.
 
 use std::time::Duration;
 
@@ -129,6 +130,22 @@ async fn scenario(env: &mut Env) -> Result<()> {
     );
     ensure!(replica_owners(&sets.get("sg").await?) == ["celld-healer"]);
     eprintln!("[start-guard] {minor}: grown 0 -> 3 -> 4 through Argo CD's co-ownership");
+
+    // An engine's forced apply of a count it read before the healer changed it (Argo CD
+    // copies ignored fields from its cache): refused on every minor, nothing changes.
+    let mut stale = sync.clone();
+    stale["spec"]["replicas"] = json!(3);
+    let refused = apply(&env.client, &stale, ARGO, false)
+        .await
+        .err()
+        .context("a stale count of 3 was applied over the healer's 4")?;
+    let why = format!("{refused:#}");
+    ensure!(
+        why.contains("is the healer's") && why.contains("from 4 to 3"),
+        "{why}"
+    );
+    ensure!(sets.get("sg").await?.spec.replicas == Some(4));
+    eprintln!("[start-guard] {minor}: a stale count from an engine is refused");
 
     if guard != StartGuard::RenderedZero {
         return Ok(());
