@@ -424,6 +424,13 @@ fn application(
             "syncPolicy": {
                 "automated": {"prune": true, "selfHeal": true},
                 "syncOptions": ["ServerSideApply=true", "RespectIgnoreDifferences=true"],
+                // A sync copies the live spec.replicas it read before applying; when the
+                // healer changed it in between, the replicas policy refuses the stale
+                // value and the sync fails. A retry reads the live value again.
+                "retry": {
+                    "limit": 5,
+                    "backoff": {"duration": "5s", "factor": 2, "maxDuration": "1m"},
+                },
             },
             "ignoreDifferences": [
                 {"group": "apps", "kind": "StatefulSet", "jsonPointers": ["/spec/replicas"]},

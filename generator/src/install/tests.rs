@@ -358,6 +358,8 @@ fn gitops_examples_ignore_exactly_the_fields_others_own() {
         .unwrap_or_default();
     assert!(opts.contains(&Value::from("ServerSideApply=true")));
     assert!(opts.contains(&Value::from("RespectIgnoreDifferences=true")));
+    // A sync refused for a stale copied spec.replicas is retried with a fresh read.
+    assert_eq!(app["spec"]["syncPolicy"]["retry"]["limit"], 5);
     let ignores = app["spec"]["ignoreDifferences"]
         .as_array()
         .cloned()

@@ -328,6 +328,33 @@ func syncObjects(ctx context.Context, req *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A failed sync is retried as the Application's syncPolicy.retry says (Argo CD's own
+	// back-off, NextRetryAt), each attempt from a fresh read of the live objects: with
+	// RespectIgnoreDifferences a sync carries live values it read before applying, and an
+	// attempt refused because one of them went stale meanwhile succeeds on the next.
+	retry := req.Application.Spec.SyncPolicy.Retry
+	var applied []string
+	for attempt := int64(0); ; attempt++ {
+		applied, err = syncOnce(ctx, req, mgr, cfg, objs)
+		if err == nil || retry == nil || attempt >= retry.Limit {
+			break
+		}
+		next, nerr := retry.NextRetryAt(time.Now(), attempt)
+		if nerr != nil {
+			return nil, nerr
+		}
+		fmt.Fprintf(os.Stderr, "celld-argocd: sync attempt %d failed, retrying at %s: %v\n", attempt+1, next.Format(time.RFC3339), err)
+		time.Sleep(time.Until(next))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"applied": applied}, nil
+}
+
+// syncOnce is one sync attempt of syncObjects.
+func syncOnce(ctx context.Context, req *request, mgr *settings.SettingsManager, cfg *rest.Config, objs []*unstructured.Unstructured) ([]string, error) {
+	var err error
 	if req.Application.Spec.SyncPolicy.SyncOptions.HasOption("RespectIgnoreDifferences=true") {
 		if objs, err = respectIgnoreDifferences(ctx, mgr, req.Application, cfg, objs); err != nil {
 			return nil, err
@@ -351,7 +378,7 @@ func syncObjects(ctx context.Context, req *request) (any, error) {
 			}
 		}
 	}
-	return map[string]any{"applied": applied}, nil
+	return applied, nil
 }
 
 // respectIgnoreDifferences does what the application controller does to the targets of a
