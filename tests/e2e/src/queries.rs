@@ -414,3 +414,25 @@ pub async fn wait_namespace_deletion_refused(
     )
     .await
 }
+
+/// Managers (and operation) owning `spec.replicas`.
+pub fn replica_owners(sts: &StatefulSet) -> Vec<(String, String)> {
+    sts.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1.as_ref().is_some_and(|f| {
+                f.0.get("f:spec")
+                    .and_then(|s| s.get("f:replicas"))
+                    .is_some()
+            })
+        })
+        .map(|m| {
+            (
+                m.manager.clone().unwrap_or_default(),
+                m.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}

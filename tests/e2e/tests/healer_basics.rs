@@ -415,28 +415,6 @@ async fn no_zones(env: &mut Env) -> Result<()> {
     Ok(())
 }
 
-/// Managers (and operation) owning `spec.replicas`.
-fn replica_owners(sts: &StatefulSet) -> Vec<(String, String)> {
-    sts.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.fields_v1.as_ref().is_some_and(|f| {
-                f.0.get("f:spec")
-                    .and_then(|s| s.get("f:replicas"))
-                    .is_some()
-            })
-        })
-        .map(|m| {
-            (
-                m.manager.clone().unwrap_or_default(),
-                m.operation.clone().unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
 /// Drops what legitimately differs between a dry-run answer and the live object: the
 /// managed-fields timestamps.
 fn normalize(v: &mut Value) {

@@ -23,21 +23,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use serde_json::{Value, json};
 
-/// Managers owning `spec.replicas`.
+/// Managers owning `spec.replicas`, sorted.
 fn replica_owners(sts: &StatefulSet) -> Vec<String> {
-    let mut v: Vec<String> = sts
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.fields_v1.as_ref().is_some_and(|f| {
-                f.0.get("f:spec")
-                    .and_then(|s| s.get("f:replicas"))
-                    .is_some()
-            })
-        })
-        .filter_map(|m| m.manager.clone())
+    let mut v: Vec<String> = celld_e2e::replica_owners(sts)
+        .into_iter()
+        .map(|(manager, _)| manager)
         .collect();
     v.sort();
     v

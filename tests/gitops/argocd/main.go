@@ -381,6 +381,24 @@ func syncOnce(ctx context.Context, req *request, mgr *settings.SettingsManager, 
 	return applied, nil
 }
 
+// diffConfigBuilder starts Argo CD's diff config as the controller builds it for app: its
+// ignoreDifferences, the resource overrides and compare options from argocd-cm, the
+// tracking, no cache. diff and respectIgnoreDifferences both start from it.
+func diffConfigBuilder(mgr *settings.SettingsManager, app *v1alpha1.Application, labelKey, method string) (*argodiff.DiffConfigBuilder, error) {
+	overrides, err := mgr.GetResourceOverrides()
+	if err != nil {
+		return nil, fmt.Errorf("reading resource overrides: %w", err)
+	}
+	compare, err := mgr.GetResourceCompareOptions()
+	if err != nil {
+		return nil, fmt.Errorf("reading compare options: %w", err)
+	}
+	return argodiff.NewDiffConfigBuilder().
+		WithDiffSettings(app.Spec.IgnoreDifferences, overrides, compare.IgnoreAggregatedRoles, normalizers.IgnoreNormalizerOpts{}).
+		WithTracking(labelKey, method).
+		WithNoCache(), nil
+}
+
 // respectIgnoreDifferences does what the application controller does to the targets of a
 // RespectIgnoreDifferences=true sync (controller/sync.go, normalizeTargetResources, not
 // exported): Argo CD's own normalization strips the ignored fields from live and target
@@ -392,14 +410,6 @@ func syncOnce(ctx context.Context, req *request, mgr *settings.SettingsManager, 
 // the fields ignored here, spec.replicas and spec.members, have none.) So, as in a real
 // sync, Argo CD applies the live value of an ignored field and co-owns it.
 func respectIgnoreDifferences(ctx context.Context, mgr *settings.SettingsManager, app *v1alpha1.Application, cfg *rest.Config, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	overrides, err := mgr.GetResourceOverrides()
-	if err != nil {
-		return nil, fmt.Errorf("reading resource overrides: %w", err)
-	}
-	compare, err := mgr.GetResourceCompareOptions()
-	if err != nil {
-		return nil, fmt.Errorf("reading compare options: %w", err)
-	}
 	labelKey, err := mgr.GetAppInstanceLabelKey()
 	if err != nil {
 		return nil, err
@@ -408,11 +418,11 @@ func respectIgnoreDifferences(ctx context.Context, mgr *settings.SettingsManager
 	if err != nil {
 		return nil, err
 	}
-	dc, err := argodiff.NewDiffConfigBuilder().
-		WithDiffSettings(app.Spec.IgnoreDifferences, overrides, compare.IgnoreAggregatedRoles, normalizers.IgnoreNormalizerOpts{}).
-		WithTracking(labelKey, method).
-		WithNoCache().
-		Build()
+	b, err := diffConfigBuilder(mgr, app, labelKey, method)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := b.Build()
 	if err != nil {
 		return nil, fmt.Errorf("building the diff config: %w", err)
 	}
@@ -504,13 +514,9 @@ func diffObjects(ctx context.Context, req *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	overrides, err := mgr.GetResourceOverrides()
+	b, err := diffConfigBuilder(mgr, req.Application, labelKey, method)
 	if err != nil {
-		return nil, fmt.Errorf("reading resource overrides: %w", err)
-	}
-	compare, err := mgr.GetResourceCompareOptions()
-	if err != nil {
-		return nil, fmt.Errorf("reading compare options: %w", err)
+		return nil, err
 	}
 	cfg, err := restConfig()
 	if err != nil {
@@ -537,10 +543,7 @@ func diffObjects(ctx context.Context, req *request) (any, error) {
 	app := req.Application
 	// As the controller decides it: ServerSideApply=true switches server-side diff on.
 	serverSideDiff := app.Spec.SyncPolicy.SyncOptions.HasOption(synccommon.SyncOptionServerSideApply)
-	dc, err := argodiff.NewDiffConfigBuilder().
-		WithDiffSettings(app.Spec.IgnoreDifferences, overrides, compare.IgnoreAggregatedRoles, normalizers.IgnoreNormalizerOpts{}).
-		WithTracking(labelKey, method).
-		WithNoCache().
+	dc, err := b.
 		WithGVKParser(gvkParser).
 		WithManager(common.ArgoCDSSAManager).
 		WithServerSideDiff(serverSideDiff).
