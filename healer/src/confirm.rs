@@ -169,6 +169,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::decide;
+    use crate::rule::Rule;
     use crate::testkit::{Edit, at, persistent};
 
     fn due_replacement() -> crate::snapshot::Snapshot {
@@ -196,7 +197,7 @@ mod tests {
     fn a_second_member_down_on_the_fresh_read_holds_the_handoff() {
         let cfg = Config::default();
         let cached = decide(&due_replacement(), at(0), &cfg);
-        assert_eq!(cached.rule, "R3");
+        assert_eq!(cached.rule, Rule::R3);
         // The cache lagged: member 2 is also down.
         let mut fresh = due_replacement();
         fresh.down(2, at(-1));
@@ -214,7 +215,7 @@ mod tests {
         cached_s.hold(1, true);
         cached_s.pod(1).deletion = Some(at(-1));
         let cached = decide(&cached_s, at(0), &cfg);
-        assert_eq!(cached.rule, "H3");
+        assert_eq!(cached.rule, Rule::H3);
         // The claim changed since the decision (repaired): the fresh plan aborts.
         let mut fresh = cached_s.clone();
         fresh.claim(1).resource_version = "1000".into();
@@ -250,7 +251,7 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["alpha-1", "alpha-2", "alpha-3"]);
-        assert!(rest.iter().all(|p| p.rule == "F1"));
+        assert!(rest.iter().all(|p| p.rule == Rule::F1));
         // With all three applied, nothing more rides the read.
         for a in std::iter::once(&first).chain(rest.iter().filter_map(|p| p.action.as_ref())) {
             if let Action::ForceDeletePod { uid, .. } = a {

@@ -19,6 +19,7 @@ pub mod decide;
 pub mod observe;
 pub mod plan;
 pub mod record;
+pub mod rule;
 pub mod runtime;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

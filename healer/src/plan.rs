@@ -3,6 +3,7 @@
 //! the write fails (Conflict) rather than touching an object that changed since it was
 //! observed.
 
+use crate::rule::Rule;
 use celld_api::CelldFleetStatus;
 // Re-exported: the simulation (being reworked elsewhere) still names it here.
 pub use crate::record::HandoffRecord;
@@ -16,7 +17,7 @@ pub struct Plan {
     pub action: Option<Action>,
     /// The rule that produced the action or the reported state (e.g. `R3`), for logs,
     /// metrics and tests.
-    pub rule: &'static str,
+    pub rule: Rule,
     /// The complete status to write (merge-patch with the fleet's resourceVersion, and
     /// only when it differs from the stored one).
     pub status: CelldFleetStatus,
@@ -172,6 +173,35 @@ pub enum Action {
 }
 
 impl Action {
+    /// The action's variant name, for metrics, logs and Events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::AddFleetFinalizer { .. } => "AddFleetFinalizer",
+            Action::RemoveFleetFinalizer { .. } => "RemoveFleetFinalizer",
+            Action::InitializeMembers { .. } => "InitializeMembers",
+            Action::SetReplicas { .. } => "SetReplicas",
+            Action::ForceDeletePod { .. } => "ForceDeletePod",
+            Action::DeletePod { .. } => "DeletePod",
+            Action::StartHandoff(_) => "StartHandoff",
+            Action::DeleteClaim { .. } => "DeleteClaim",
+            Action::ReleaseHandoff { .. } => "ReleaseHandoff",
+            Action::AbortHandoff { .. } => "AbortHandoff",
+            Action::DeleteWorkload { .. } => "DeleteWorkload",
+        }
+    }
+
+    /// Whether the write is to the CelldFleet itself (its finalizer, its first
+    /// `spec.members`): that moves its resourceVersion on, so its status follows from
+    /// the reconcile the fleet's watch event brings.
+    pub fn writes_the_fleet(&self) -> bool {
+        matches!(
+            self,
+            Action::AddFleetFinalizer { .. }
+                | Action::RemoveFleetFinalizer { .. }
+                | Action::InitializeMembers { .. }
+        )
+    }
+
     /// Whether the write removes something (a Pod, a claim, the workload, or a member by
     /// contraction).
     pub fn is_destructive(&self) -> bool {

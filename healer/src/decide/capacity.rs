@@ -6,6 +6,7 @@
 //! receives its conclusion in [`crate::snapshot::CapacitySignal`] and applies one executor
 //! with the same safety checks to every mode.
 
+use crate::rule::Rule;
 use celld_api::{CapacityMode, CapacityStatus};
 
 use super::{Ctx, Outcome};
@@ -223,7 +224,7 @@ pub(crate) fn initialize_external(cx: &Ctx) -> Option<Outcome> {
     }
     let members = external_start(cx, policy);
     Some(Outcome::act(
-        "K6",
+        Rule::K6,
         Action::InitializeMembers {
             uid: f.uid.clone(),
             resource_version: f.resource_version.clone(),

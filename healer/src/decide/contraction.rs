@@ -3,6 +3,7 @@
 //! growing back reattaches it. Automatic and External contraction also need evidence
 //! that the survivors can absorb the removed member's load.
 
+use crate::rule::Rule;
 use celld_api::labels::member_name;
 
 use super::capacity::Target;
@@ -24,7 +25,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
     // removing a member would delete its disk. Held until the policy is Retain again.
     if !w.claim_retention.keeps_claims() && super::mutation::on("W5") {
         return Step::Hold(Outcome::report(
-            "W5",
+            Rule::W5,
             Reason::LifecycleBlocked,
             format!(
                 "Not removing {victim}: {} {} has persistentVolumeClaimRetentionPolicy {}, which deletes disks; restore Retain (the rendering's) to let it shrink",
@@ -37,7 +38,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
     // Rule C1 (rolled out): the previous change finished, every replica updated and ready.
     if !w.rolled_out() {
         return Step::Hold(Outcome::report(
-            "C1",
+            Rule::C1,
             Reason::Provisioning,
             format!("Waiting for the previous change to roll out before removing {victim}"),
         ));
@@ -53,7 +54,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
         };
         if let Some(why) = why {
             return Step::Hold(Outcome::report(
-                "C2",
+                Rule::C2,
                 Reason::CapacityUncertain,
                 format!("Not removing {victim}: {why}"),
             ));
@@ -64,7 +65,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
         cx,
         w,
         applied - 1,
-        "C3",
+        Rule::C3,
         format!(
             "Shrinking from {applied} to {} members (target {}): removing {victim}",
             applied - 1,

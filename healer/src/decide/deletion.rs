@@ -11,13 +11,14 @@
 
 use super::{Ctx, Outcome, Reason, force_delete};
 use crate::plan::{Action, ClaimDeletion};
+use crate::rule::Rule;
 
 pub(crate) fn run(cx: &mut Ctx) -> Outcome {
     // Rule D8 (deletion protection): a protected fleet keeps its workload and every disk;
     // the admission policy normally refuses the delete, this covers clusters without it.
     if cx.fleet.deletion_protected && super::mutation::on("D8") {
         return Outcome::report(
-            "D8",
+            Rule::D8,
             Reason::DeletionProtected,
             "The CelldFleet is being deleted but spec.deletionProtection is on: the healer keeps its workload and every disk. To delete the fleet and its disks on purpose, set spec.deletionProtection: false".into(),
         );
@@ -26,7 +27,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
         if !cx.workload_is_ours(w) {
             // Rule D3 (foreign workload).
             return Outcome::report(
-                "D3",
+                Rule::D3,
                 Reason::DeletionBlocked,
                 format!(
                     "{} {} is not this fleet's (identity label, owners or kind differ); the healer will not delete it, and keeps the fleet until it is resolved",
@@ -41,7 +42,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
         // (`whenScaled` does nothing on deletion).
         if !w.deleting && w.claim_retention.when_deleted.is_some() && super::mutation::on("W5") {
             return Outcome::report(
-                "W5",
+                Rule::W5,
                 Reason::DeletionBlocked,
                 format!(
                     "{} {} has persistentVolumeClaimRetentionPolicy {}, which deletes disks outside the deletion order; restore Retain (the rendering's) to let the deletion go on",
@@ -54,7 +55,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
         if !w.deleting {
             // Rule D2 (workload, foreground).
             return Outcome::act(
-                "D2",
+                Rule::D2,
                 Action::DeleteWorkload {
                     kind: w.kind,
                     name: w.name.clone(),
@@ -138,7 +139,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
         if let Some(note) = &cx.held_note {
             message.push_str(&format!(". {note}"));
         }
-        return Outcome::report("D4", Reason::Deleting, message);
+        return Outcome::report(Rule::D4, Reason::Deleting, message);
     }
     // Rule W6 (owned claim) in deletion: a claim of the fleet that something owns is
     // reported, not skipped: its fate is its owner's.
@@ -158,7 +159,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
     mine.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(c) = mine.iter().find(|c| !c.terminating()) {
         return Outcome::act(
-            "D5",
+            Rule::D5,
             Action::DeleteClaim {
                 name: c.name.clone(),
                 uid: c.uid.clone(),
@@ -171,7 +172,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
     // Rule D6 (claims gone).
     if !mine.is_empty() {
         return Outcome::report(
-            "D6",
+            Rule::D6,
             Reason::Deleting,
             format!(
                 "Deleting the fleet: waiting for {} disks to be released",
@@ -182,7 +183,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
     // Rule D7 (release).
     if cx.fleet.has_finalizer {
         return Outcome::act(
-            "D7",
+            Rule::D7,
             Action::RemoveFleetFinalizer {
                 uid: cx.fleet.uid.clone(),
                 resource_version: cx.fleet.resource_version.clone(),
@@ -191,7 +192,7 @@ pub(crate) fn run(cx: &mut Ctx) -> Outcome {
         );
     }
     Outcome::report(
-        "D7",
+        Rule::D7,
         Reason::Deleting,
         "Deleting the fleet: nothing left to remove".into(),
     )

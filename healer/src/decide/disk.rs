@@ -32,6 +32,7 @@
 //!   exactly those claims (annotation `fleet.celld.dev/accept-disk-loss` with their
 //!   uids). A glitch that marks every claim Lost must not replace every disk.
 
+use crate::rule::Rule;
 use celld_api::labels::member_name;
 
 use super::{Ctx, Outcome, Reason};
@@ -119,7 +120,7 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
             .collect();
         let uids: Vec<&str> = lost.iter().map(|c| c.uid.as_str()).collect();
         return Heal::Blocked(Outcome::report(
-            "R8",
+            Rule::R8,
             Reason::DisksLost,
             format!(
                 "{} claims are Lost at once: {}. That is a storage incident, not a member to heal: no disk is replaced until they recover. To accept losing their data and give each member a fresh disk: kubectl annotate celldfleet {} -n {} {}={}",
@@ -144,7 +145,7 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
             if let Some(p) = pod.filter(live).filter(|p| p.node_name.is_some()) {
                 if fresh(o) {
                     return Heal::Act(Outcome::act(
-                        "R1",
+                        Rule::R1,
                         Action::DeletePod {
                             name: p.name.clone(),
                             uid: p.uid.clone(),
@@ -327,7 +328,7 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                 }
                 let msg = u.message.trim_end_matches([' ', '.']);
                 return Heal::Blocked(Outcome::report(
-                    "R6",
+                    Rule::R6,
                     Reason::MemberUnschedulable,
                     format!(
                         "Member {m} has not been scheduled since {}: {msg}{suffix}",
@@ -346,7 +347,7 @@ pub(crate) fn heal(cx: &mut Ctx, w: &Workload) -> Heal {
                     break;
                 }
                 return Heal::Blocked(Outcome::report(
-                    "R7",
+                    Rule::R7,
                     Reason::MemberCrashLooping,
                     format!(
                         "Member {m} has been crash-looping since {}; a fresh disk would not fix a configuration or runtime fault, so the healer leaves it to an operator{suffix}",
@@ -455,8 +456,8 @@ fn handoff(_cx: &Ctx, p: &Pod, c: &Claim, cause: HandoffCause, m: &str) -> Outco
     };
     Outcome::act(
         match cause {
-            HandoffCause::LostDisk => "R2",
-            HandoffCause::DownTooLong => "R3",
+            HandoffCause::LostDisk => Rule::R2,
+            HandoffCause::DownTooLong => Rule::R3,
         },
         Action::StartHandoff(Handoff {
             pod: p.name.clone(),

@@ -15,6 +15,7 @@
 
 use super::{Ctx, Outcome};
 use crate::plan::Action;
+use crate::rule::Rule;
 use crate::snapshot::{NodeState, Pod};
 
 /// Why a Pod past its deadline is not force-deleted (yet).
@@ -156,7 +157,7 @@ pub(crate) fn check_among<'a>(cx: &mut Ctx<'a>, pods: &[&'a Pod]) -> Option<Outc
     );
     Some(
         Outcome::act(
-            "F1",
+            Rule::F1,
             Action::ForceDeletePod {
                 name: p.name.clone(),
                 uid: p.uid.clone(),

@@ -7,6 +7,7 @@
 //! zonal disk is pinned to that zone, and the zone spread counts only Pods already on
 //! nodes, so a fresh disk created alongside could take the zone a kept-disk member needs.
 
+use crate::rule::Rule;
 use celld_api::Profile;
 use celld_api::labels::member_name;
 
@@ -31,7 +32,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
             cx,
             w,
             goal as i32,
-            "G2",
+            Rule::G2,
             format!("Growing from {applied} to {goal} members"),
         ));
     }
@@ -45,7 +46,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
     // Rule G3 (observed spec): the StatefulSet must have seen its current spec.
     if !w.observed() {
         return Step::Hold(Outcome::report(
-            "G3",
+            Rule::G3,
             Reason::Provisioning,
             format!("Waiting for the StatefulSet to observe its spec before {adding}"),
         ));
@@ -56,7 +57,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
         let decided = cx.member(o).is_some_and(|p| p.schedule_decided());
         if !decided {
             return Step::Hold(Outcome::report(
-                "G4",
+                Rule::G4,
                 Reason::Provisioning,
                 format!(
                     "Waiting for the scheduler to place member {}, or find no node for it, before {adding}",
@@ -70,7 +71,7 @@ pub(crate) fn step(cx: &mut Ctx, w: &Workload, target: &Target) -> Step {
         cx,
         w,
         end as i32,
-        "G5",
+        Rule::G5,
         format!("Growing: {adding}"),
     ))
 }
@@ -89,7 +90,7 @@ fn conflict(cx: &Ctx, upto: usize) -> Option<Outcome> {
         let c = cx.claim_at(o)?;
         (c.identity.as_deref() != Some(cx.fleet.identity.as_str())).then(|| {
             Outcome::report(
-                "G1",
+                Rule::G1,
                 Reason::StorageIdentityConflict,
                 format!(
                     "Claim {} exists without this fleet's identity label: it is another fleet's disk, so the healer will not grow onto it",
@@ -122,7 +123,7 @@ pub(crate) fn set_replicas(
     _cx: &Ctx,
     w: &Workload,
     replicas: i32,
-    rule: &'static str,
+    rule: Rule,
     message: String,
 ) -> Outcome {
     Outcome::act(

@@ -22,6 +22,7 @@
 //! A status edit, a missing Pod or a missing object never leads to a claim deletion here:
 //! only a committed record on a held, terminating Pod does.
 
+use crate::rule::Rule;
 use celld_api::labels::{CLAIM_TEMPLATE, member_name, member_ordinal};
 
 use super::{Ctx, Outcome};
@@ -47,7 +48,7 @@ pub(crate) fn resolve(cx: &mut Ctx) -> Option<Outcome> {
     Some(resolve_one(cx, pod))
 }
 
-fn abort(rule: &'static str, p: &Pod, why: String) -> Outcome {
+fn abort(rule: Rule, p: &Pod, why: String) -> Outcome {
     Outcome::act(
         rule,
         Action::AbortHandoff {
@@ -65,7 +66,7 @@ fn abort(rule: &'static str, p: &Pod, why: String) -> Outcome {
 
 fn release(p: &Pod, why: &str) -> Outcome {
     Outcome::act(
-        "H4",
+        Rule::H4,
         Action::ReleaseHandoff {
             name: p.name.clone(),
             uid: p.uid.clone(),
@@ -124,14 +125,14 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
         Some(RecordState::Valid(r)) => r,
         Some(RecordState::Malformed(e)) => {
             return abort(
-                "H5",
+                Rule::H5,
                 p,
                 format!("its replacement record is unreadable ({e})"),
             );
         }
         None => {
             return abort(
-                "H5",
+                Rule::H5,
                 p,
                 "it carries replacement markers without a record".into(),
             );
@@ -139,23 +140,23 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
     };
     if rec.identity != f.identity || p.identity.as_deref() != Some(f.identity.as_str()) {
         return abort(
-            "H5",
+            Rule::H5,
             p,
             "the record or the Pod belongs to another fleet".into(),
         );
     }
     if !p.replacement_finalizer {
-        return abort("H5", p, "the record holds no finalizer".into());
+        return abort(Rule::H5, p, "the record holds no finalizer".into());
     }
     // Rule H2 (lifecycle changed).
     if let Some(why) = cx.restricted() {
-        return abort("H2", p, format!("the fleet gets no action: {why}"));
+        return abort(Rule::H2, p, format!("the fleet gets no action: {why}"));
     }
     if f.deleting {
-        return abort("H2", p, "the fleet is being deleted".into());
+        return abort(Rule::H2, p, "the fleet is being deleted".into());
     }
     if f.paused {
-        return abort("H2", p, "the fleet is paused".into());
+        return abort(Rule::H2, p, "the fleet is paused".into());
     }
     let owner_ok = match (cx.workload, &p.controller) {
         (Some(w), Some(c)) => {
@@ -170,7 +171,7 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
     };
     if !owner_ok {
         return abort(
-            "H2",
+            Rule::H2,
             p,
             "its StatefulSet is gone, deleting, not this fleet's, or no longer controls it".into(),
         );
@@ -178,14 +179,14 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
     // Rule H1 (interrupted prepare).
     if !rec.committed {
         return abort(
-            "H1",
+            Rule::H1,
             p,
             "it was interrupted before its guarded Pod delete was acknowledged".into(),
         );
     }
     if !p.terminating() {
         return abort(
-            "H5",
+            Rule::H5,
             p,
             "a committed record on a Pod that is not deleting is invalid".into(),
         );
@@ -196,18 +197,18 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
     match claim {
         None => release(p, "its old claim is gone"),
         Some(c) if c.uid != rec.claim_uid => abort(
-            "H4",
+            Rule::H4,
             p,
             format!("claim {claim_name} was recreated since the decision; the new one is kept"),
         ),
         Some(c) if !cx.claim_is_ours(c) => abort(
-            "H4",
+            Rule::H4,
             p,
             format!("claim {claim_name} no longer carries this fleet's identity"),
         ),
         Some(c) if c.terminating() => release(p, "its old claim is being deleted"),
         Some(c) if c.resource_version != rec.claim_resource_version => abort(
-            "H4",
+            Rule::H4,
             p,
             format!("claim {claim_name} changed since the decision (it may have been repaired)"),
         ),
@@ -215,11 +216,11 @@ fn resolve_one(cx: &Ctx, p: &Pod) -> Outcome {
         Some(c)
             if let Some(why) = unjustified(cx, p, rec, c).filter(|_| super::mutation::on("H6")) =>
         {
-            abort("H6", p, why)
+            abort(Rule::H6, p, why)
         }
         // Rule H3 (finish): delete the old disk, exactly as recorded.
         Some(c) => Outcome::act(
-            "H3",
+            Rule::H3,
             Action::DeleteClaim {
                 name: c.name.clone(),
                 uid: c.uid.clone(),

@@ -34,6 +34,7 @@ mod tests_clock;
 #[cfg(test)]
 mod tests_safety;
 
+use crate::rule::Rule;
 use celld_api::Profile;
 use celld_api::defaults::MAX_MEMBERS;
 use celld_api::labels::{claim_ordinal, member_ordinal};
@@ -61,6 +62,10 @@ pub fn decide(snapshot: &Snapshot, now: Timestamp, config: &Config) -> Plan {
 /// How soon a write held by rule T1 is looked at again: the skew is measured on every
 /// response, so the next look may find it back within the bound.
 pub const CLOCK_RETRY: Span = Span::secs(30);
+
+/// Rule V2: a fleet blocked by an older one with its identity is decided again this
+/// often, since the older fleet's deletion is not an event of this fleet's.
+pub const IDENTITY_RECHECK: Span = Span::secs(30);
 
 /// Rule T1 (trusted clock): no destructive write while the healer's clock is further
 /// from the API server's than `--max-clock-skew`, or was never measured. The delays are
@@ -92,7 +97,7 @@ fn clock_gate(cx: &mut Ctx, o: Outcome) -> Outcome {
         "Holding a destructive write ({}): {why}. Fix the clock of the healer's node (NTP); the write is decided again once the clocks agree",
         o.message
     );
-    Outcome::report("T1", Reason::ClockSkewed, message.clone()).with_event(
+    Outcome::report(Rule::T1, Reason::ClockSkewed, message.clone()).with_event(
         "Warning",
         "ClockSkewed",
         message,
@@ -103,14 +108,14 @@ fn clock_gate(cx: &mut Ctx, o: Outcome) -> Outcome {
 #[derive(Debug)]
 pub(crate) struct Outcome {
     pub action: Option<Action>,
-    pub rule: &'static str,
+    pub rule: Rule,
     pub reason: Reason,
     pub message: String,
     pub event: Option<Event>,
 }
 
 impl Outcome {
-    fn act(rule: &'static str, action: Action, message: String) -> Outcome {
+    fn act(rule: Rule, action: Action, message: String) -> Outcome {
         Outcome {
             action: Some(action),
             rule,
@@ -120,7 +125,7 @@ impl Outcome {
         }
     }
 
-    fn report(rule: &'static str, reason: Reason, message: String) -> Outcome {
+    fn report(rule: Rule, reason: Reason, message: String) -> Outcome {
         Outcome {
             action: None,
             rule,
@@ -351,7 +356,7 @@ pub(crate) fn owned_claim(cx: &Ctx) -> Option<Outcome> {
         (Reason::LifecycleBlocked, "lifecycle actions are held")
     };
     Some(Outcome::report(
-        "W6",
+        Rule::W6,
         reason,
         format!(
             "Claim {} carries this fleet's identity but is owned by {owner}: the garbage collector would delete it with its owner, so the healer neither uses nor replaces it and {doing}. Remove the owner reference (restoring the StatefulSet's persistentVolumeClaimRetentionPolicy to Retain makes its controller do so)",
@@ -386,7 +391,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     {
         if cx.fleet.deleting && cx.fleet.has_finalizer {
             return Outcome::act(
-                "V2",
+                Rule::V2,
                 Action::RemoveFleetFinalizer {
                     uid: cx.fleet.uid.clone(),
                     resource_version: cx.fleet.resource_version.clone(),
@@ -396,8 +401,11 @@ fn run(cx: &mut Ctx) -> Outcome {
                 ),
             );
         }
+        // The older fleet going brings no event of this one's: look again now and then
+        // (from the caches; no request).
+        cx.wake_at(cx.now + IDENTITY_RECHECK);
         return Outcome::report(
-            "V2",
+            Rule::V2,
             Reason::IdentityConflict,
             format!(
                 "Fleet {other} is older and has the same spec.identity; the healer takes no action for this fleet. Give this fleet its own identity: delete it and create it again from `celld-gen init` (never a copy of another fleet's file)"
@@ -408,7 +416,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     // `celld-gen check`; nothing is acted on from an invalid object.
     if !cx.fleet.invalid.is_empty() && mutation::on("V1") {
         return Outcome::report(
-            "V1",
+            Rule::V1,
             Reason::InvalidConfiguration,
             format!(
                 "The live spec is invalid, so the healer takes no action: {}",
@@ -423,7 +431,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     // Rule D1 (finalizer): deletion can only run in order if the finalizer is there.
     if !cx.fleet.has_finalizer {
         return Outcome::act(
-            "D1",
+            Rule::D1,
             Action::AddFleetFinalizer {
                 uid: cx.fleet.uid.clone(),
                 resource_version: cx.fleet.resource_version.clone(),
@@ -440,7 +448,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     if cx.fleet.paused {
         capacity::compute(cx);
         return Outcome::report(
-            "P1",
+            Rule::P1,
             Reason::MaintenancePaused,
             "Maintenance pause: the healer makes no change to the workload, its members or their disks".into(),
         );
@@ -450,7 +458,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     if let Some((reservation, owner)) = cx.storage_conflict().filter(|_| mutation::on("V3")) {
         capacity::compute(cx);
         return Outcome::report(
-            "V3",
+            Rule::V3,
             Reason::StorageScopeConflict,
             format!(
                 "CelldBucketReservation {reservation} reserves this bucket and prefix for {owner}, not this fleet; the healer does not grow or heal it. Use another bucket or prefix"
@@ -461,7 +469,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     if !cx.s.infrastructure.drift.is_empty() {
         capacity::compute(cx);
         return Outcome::report(
-            "I1",
+            Rule::I1,
             Reason::InfrastructureBlocked,
             format!(
                 "Live prerequisites differ from the rendering, so lifecycle actions are held: {}",
@@ -478,7 +486,7 @@ fn run(cx: &mut Ctx) -> Outcome {
             "Deployment"
         };
         return Outcome::report(
-            "W1",
+            Rule::W1,
             Reason::WorkloadMissing,
             format!(
                 "Waiting for Argo CD or Flux to create the {kind} {}",
@@ -490,7 +498,7 @@ fn run(cx: &mut Ctx) -> Outcome {
         // Rule W2 (foreign workload): not ours to scale or heal.
         capacity::compute(cx);
         return Outcome::report(
-            "W2",
+            Rule::W2,
             Reason::LifecycleBlocked,
             format!(
                 "{} {} is not this fleet's: it lacks the identity label, has owners or is the wrong kind; the healer leaves it alone",
@@ -503,7 +511,7 @@ fn run(cx: &mut Ctx) -> Outcome {
         // Rule W3 (workload deleting): wait for it to go and be recreated.
         capacity::compute(cx);
         return Outcome::report(
-            "W3",
+            Rule::W3,
             Reason::Provisioning,
             format!(
                 "{} {} is being deleted; waiting for Argo CD or Flux to recreate it",
@@ -517,7 +525,7 @@ fn run(cx: &mut Ctx) -> Outcome {
     if w.replicas > MAX_MEMBERS {
         capacity::compute(cx);
         return Outcome::report(
-            "W4",
+            Rule::W4,
             Reason::LifecycleBlocked,
             format!(
                 "{} {} has {} replicas, above the member limit {MAX_MEMBERS}; the healer takes no action until it is scaled back (set spec.members instead)",
@@ -576,19 +584,19 @@ fn run(cx: &mut Ctx) -> Outcome {
         } else {
             Reason::Provisioning
         };
-        return Outcome::report("S2", reason, m);
+        return Outcome::report(Rule::S2, reason, m);
     }
     // Rule S3 (rolling out).
     if !w.rolled_out() {
         return Outcome::report(
-            "S3",
+            Rule::S3,
             Reason::Provisioning,
             "Rolling out: waiting for every member to run the current template and be ready".into(),
         );
     }
     // Rule S1 (steady).
     Outcome::report(
-        "S1",
+        Rule::S1,
         Reason::Provisioned,
         format!(
             "All {} members are ready on the current template",

@@ -1,5 +1,6 @@
 //! One test (at least) per rule: the action, the rule name and the reported reason.
 
+use crate::rule::Rule;
 use celld_api::CapacityMode;
 use celld_api::Profile;
 
@@ -50,7 +51,7 @@ fn policy(mode: CapacityMode) -> celld_api::defaults::CapacityPolicy {
 fn s1_steady_fleet_is_provisioned_and_ready() {
     let p = plan(&persistent(3), T0);
     assert_eq!(p.action, None);
-    assert_eq!(p.rule, "S1");
+    assert_eq!(p.rule, Rule::S1);
     assert_eq!(reason(&p), "Provisioned");
     assert_eq!(cond(&p, "Ready").status, "True");
     assert_eq!(cond(&p, "Progressing").status, "False");
@@ -77,7 +78,7 @@ fn s3_rollout_in_progress_is_provisioning() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "S3", "Provisioning")
+        (None, Rule::S3, "Provisioning")
     );
     assert_eq!(cond(&p, "Progressing").status, "True");
 }
@@ -130,7 +131,7 @@ fn h1_prepared_record_on_a_live_pod_is_aborted_keeping_the_disk() {
     let mut s = persistent(3);
     s.hold(1, false);
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "H1");
+    assert_eq!(p.rule, Rule::H1);
     assert!(matches!(p.action, Some(Action::AbortHandoff { ref name, .. }) if name == "alpha-1"));
     assert_eq!(reason(&p), "LifecycleProgress");
 }
@@ -143,7 +144,7 @@ fn h1_prepared_record_on_a_terminating_pod_is_aborted() {
     s.hold(1, false);
     s.pod(1).deletion = Some(at(-1));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "H1");
+    assert_eq!(p.rule, Rule::H1);
     assert!(matches!(p.action, Some(Action::AbortHandoff { .. })));
 }
 
@@ -153,7 +154,7 @@ fn h1_runs_before_every_gate() {
     s.hold(2, false);
     s.fleet.has_finalizer = false;
     s.infrastructure.drift.push("Service alpha differs".into());
-    assert_eq!(plan(&s, T0).rule, "H1");
+    assert_eq!(plan(&s, T0).rule, Rule::H1);
 }
 
 #[test]
@@ -173,7 +174,7 @@ fn h2_pause_deletion_or_a_gone_statefulset_abort_even_a_committed_hold() {
     owner_changed.pod(1).controller.as_mut().unwrap().name = "beta".into();
     for s in [paused, deleting, gone, replaced] {
         let p = plan(&s, T0);
-        assert_eq!(p.rule, "H2");
+        assert_eq!(p.rule, Rule::H2);
         assert!(
             matches!(p.action, Some(Action::AbortHandoff { .. })),
             "{p:?}"
@@ -182,7 +183,7 @@ fn h2_pause_deletion_or_a_gone_statefulset_abort_even_a_committed_hold() {
     // A Pod whose controller no longer is our StatefulSet is no member; its hold is still
     // ours to release.
     let p = plan(&owner_changed, T0);
-    assert_eq!(p.rule, "H2");
+    assert_eq!(p.rule, Rule::H2);
 }
 
 #[test]
@@ -191,7 +192,7 @@ fn h3_committed_hold_deletes_exactly_the_recorded_claim() {
     s.hold(1, true);
     s.pod(1).deletion = Some(at(-1));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "H3");
+    assert_eq!(p.rule, Rule::H3);
     assert_eq!(
         p.action,
         Some(Action::DeleteClaim {
@@ -211,7 +212,7 @@ fn h3_finishes_for_a_member_scaled_in_meanwhile() {
     s.hold(2, true);
     s.pod(2).deletion = Some(at(-1));
     s.sts().replicas = 2;
-    assert_eq!(plan(&s, T0).rule, "H3");
+    assert_eq!(plan(&s, T0).rule, Rule::H3);
 }
 
 #[test]
@@ -221,7 +222,7 @@ fn h4_releases_once_the_claim_is_deleting_or_gone() {
     s.pod(1).deletion = Some(at(-1));
     s.claim(1).deletion = Some(at(0));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "H4");
+    assert_eq!(p.rule, Rule::H4);
     assert!(matches!(p.action, Some(Action::ReleaseHandoff { .. })));
     s.claims.retain(|c| c.name != "data-alpha-1");
     assert!(matches!(
@@ -243,7 +244,7 @@ fn h4_keeps_a_claim_that_changed_or_was_recreated() {
     relabelled.claim(1).identity = Some(OTHER_ID.into());
     for s in [repaired, recreated, relabelled] {
         let p = plan(&s, T0);
-        assert_eq!(p.rule, "H4");
+        assert_eq!(p.rule, Rule::H4);
         assert!(
             matches!(p.action, Some(Action::AbortHandoff { .. })),
             "{p:?}"
@@ -268,7 +269,7 @@ fn h5_malformed_or_stray_markers_are_aborted() {
     }
     for s in [bad, committed_live, stray, foreign] {
         let p = plan(&s, T0);
-        assert_eq!(p.rule, "H5");
+        assert_eq!(p.rule, Rule::H5);
         assert!(
             matches!(p.action, Some(Action::AbortHandoff { .. })),
             "{p:?}"
@@ -283,7 +284,7 @@ fn d1_adds_the_finalizer_when_missing() {
     let mut s = persistent(3);
     s.fleet.has_finalizer = false;
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "D1");
+    assert_eq!(p.rule, Rule::D1);
     assert_eq!(
         p.action,
         Some(Action::AddFleetFinalizer {
@@ -300,7 +301,7 @@ fn d2_deletes_the_workload_in_the_foreground_first_even_when_paused() {
     s.fleet.paused = true;
     s.infrastructure.drift.push("x".into());
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "D2");
+    assert_eq!(p.rule, Rule::D2);
     assert!(
         matches!(p.action, Some(Action::DeleteWorkload { ref uid, ref resource_version, .. }) if uid == "sts-uid" && resource_version == "100")
     );
@@ -315,7 +316,7 @@ fn d3_refuses_a_workload_that_is_not_ours() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "D3", "DeletionBlocked")
+        (None, Rule::D3, "DeletionBlocked")
     );
     assert!(blocked(&p));
 }
@@ -328,11 +329,11 @@ fn d4_waits_for_the_members_to_go() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "D4", "Deleting")
+        (None, Rule::D4, "Deleting")
     );
     s.workload = None;
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D4));
 }
 
 #[test]
@@ -342,7 +343,7 @@ fn d4_force_deletes_a_member_stranded_during_deletion() {
     s.sts().deleting = true;
     s.pod(0).deletion = Some(at(-3));
     s.unreachable(0);
-    assert_eq!(plan(&s, T0).rule, "F1");
+    assert_eq!(plan(&s, T0).rule, Rule::F1);
 }
 
 #[test]
@@ -361,7 +362,7 @@ fn d5_deletes_every_claim_with_the_identity_including_removed_members() {
         let p = plan(&s, T0);
         match p.action {
             Some(Action::DeleteClaim { name, purpose, .. }) => {
-                assert_eq!(p.rule, "D5");
+                assert_eq!(p.rule, Rule::D5);
                 assert_eq!(purpose, ClaimDeletion::FleetDeletion);
                 s.claims
                     .iter_mut()
@@ -377,11 +378,11 @@ fn d5_deletes_every_claim_with_the_identity_including_removed_members() {
     assert_eq!(deleted, ["data-alpha-0", "data-alpha-1", "data-alpha-5"]);
     // D6: wait for them to go.
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D6"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D6));
     // D7: only the foreign claim is left, untouched.
     s.claims.retain(|c| c.identity.as_deref() == Some(OTHER_ID));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "D7");
+    assert_eq!(p.rule, Rule::D7);
     assert!(matches!(
         p.action,
         Some(Action::RemoveFleetFinalizer { .. })
@@ -400,7 +401,7 @@ fn p1_pause_stops_every_lifecycle_action() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "P1", "MaintenancePaused")
+        (None, Rule::P1, "MaintenancePaused")
     );
     assert!(!blocked(&p));
 }
@@ -416,7 +417,7 @@ fn i1_infrastructure_drift_blocks_lifecycle_actions() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "I1", "InfrastructureBlocked")
+        (None, Rule::I1, "InfrastructureBlocked")
     );
     assert!(blocked(&p));
     assert_eq!(cond(&p, "InfrastructureReady").status, "False");
@@ -430,22 +431,22 @@ fn w1_w2_w3_workload_missing_foreign_or_deleting() {
     let p = plan(&missing, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "W1", "WorkloadMissing")
+        (None, Rule::W1, "WorkloadMissing")
     );
     let mut owned = persistent(3);
     owned.sts().has_owner_references = true;
     let p = plan(&owned, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "W2", "LifecycleBlocked")
+        (None, Rule::W2, "LifecycleBlocked")
     );
     let mut unlabelled = persistent(3);
     unlabelled.sts().identity = None;
     unlabelled.fleet.members = Some(5);
-    assert_eq!(plan(&unlabelled, T0).rule, "W2");
+    assert_eq!(plan(&unlabelled, T0).rule, Rule::W2);
     let mut deleting = persistent(3);
     deleting.sts().deleting = true;
-    assert_eq!(plan(&deleting, T0).rule, "W3");
+    assert_eq!(plan(&deleting, T0).rule, Rule::W3);
 }
 
 // ---- force-deletion (F1) ----
@@ -460,7 +461,7 @@ fn f1_force_deletes_two_minutes_past_grace_with_a_uid_precondition() {
     assert_eq!(early.action, None);
     assert_eq!(early.wake_at, Some(at(2)));
     let p = plan(&s, at(2));
-    assert_eq!(p.rule, "F1");
+    assert_eq!(p.rule, Rule::F1);
     assert_eq!(
         p.action,
         Some(Action::ForceDeletePod {
@@ -479,7 +480,7 @@ fn f1_applies_to_ordered_bucket_fleets_but_not_deployments_or_held_pods() {
     let mut ordered = bucket_ordered(3);
     ordered.pod(1).deletion = Some(at(-5));
     ordered.unreachable(1);
-    assert_eq!(plan(&ordered, T0).rule, "F1");
+    assert_eq!(plan(&ordered, T0).rule, Rule::F1);
     let mut dep = bucket(3);
     dep.pods[0].deletion = Some(at(-5));
     assert!(!matches!(
@@ -491,7 +492,7 @@ fn f1_applies_to_ordered_bucket_fleets_but_not_deployments_or_held_pods() {
     held.hold(1, true);
     held.pod(1).deletion = Some(at(-5));
     held.unreachable(1);
-    assert_eq!(plan(&held, T0).rule, "H3");
+    assert_eq!(plan(&held, T0).rule, Rule::H3);
 }
 
 #[test]
@@ -641,7 +642,7 @@ fn k6_an_external_fleet_without_members_gets_its_first_count() {
     s.fleet.capacity = Some(policy(CapacityMode::External));
     s.fleet.members = None;
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "K6");
+    assert_eq!(p.rule, Rule::K6);
     assert_eq!(
         p.action,
         Some(Action::InitializeMembers {
@@ -654,7 +655,7 @@ fn k6_an_external_fleet_without_members_gets_its_first_count() {
     // count changes no member.
     s.workload = None;
     s.fleet.paused = true;
-    assert_eq!(plan(&s, T0).rule, "K6");
+    assert_eq!(plan(&s, T0).rule, Rule::K6);
     // A running fleet keeps the count it runs, within [min, max].
     let mut s = bucket(5);
     s.fleet.capacity = Some(policy(CapacityMode::External));
@@ -670,10 +671,10 @@ fn k6_an_external_fleet_without_members_gets_its_first_count() {
     ));
     // Once set, never again; nor for any other mode.
     s.fleet.members = Some(4);
-    assert_ne!(plan(&s, T0).rule, "K6");
+    assert_ne!(plan(&s, T0).rule, Rule::K6);
     s.fleet.members = None;
     s.fleet.capacity = Some(policy(CapacityMode::Automatic));
-    assert_ne!(plan(&s, T0).rule, "K6");
+    assert_ne!(plan(&s, T0).rule, Rule::K6);
 }
 
 #[test]
@@ -727,7 +728,7 @@ fn g1_foreign_claim_in_range_blocks_all_growth() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "G1", "StorageIdentityConflict")
+        (None, Rule::G1, "StorageIdentityConflict")
     );
     assert!(blocked(&p));
     assert!(message(&p).contains("data-alpha-5"));
@@ -741,7 +742,7 @@ fn g1_a_foreign_claim_beyond_the_target_does_not_block() {
         identity: Some(OTHER_ID.into()),
         ..claim(4)
     });
-    assert_eq!(plan(&s, T0).rule, "G5");
+    assert_eq!(plan(&s, T0).rule, Rule::G5);
 }
 
 #[test]
@@ -749,7 +750,7 @@ fn g2_bucket_fleets_grow_in_one_step() {
     let mut s = bucket(3);
     s.fleet.members = Some(6);
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "G2");
+    assert_eq!(p.rule, Rule::G2);
     assert!(matches!(
         p.action,
         Some(Action::SetReplicas {
@@ -774,7 +775,7 @@ fn g3_growth_waits_for_the_statefulset_to_observe_its_spec() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "G3", "Provisioning")
+        (None, Rule::G3, "Provisioning")
     );
 }
 
@@ -784,7 +785,7 @@ fn g4_growth_waits_for_the_scheduler_to_decide_every_member() {
     s.fleet.members = Some(5);
     s.pod(1).node_name = None;
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "G4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::G4));
     assert!(message(&p).contains("place member alpha-1"));
     // An unschedulable member is decided and does not hold growth back.
     s.pod(1).unschedulable = Some(Unschedulable {
@@ -795,12 +796,12 @@ fn g4_growth_waits_for_the_scheduler_to_decide_every_member() {
         status: CondStatus::False,
         since: Some(at(-1)),
     });
-    assert_eq!(plan(&s, T0).rule, "G5");
+    assert_eq!(plan(&s, T0).rule, Rule::G5);
     // A missing member is undecided.
     let mut m = persistent(3);
     m.fleet.members = Some(5);
     m.remove_pod(2);
-    assert_eq!(plan(&m, T0).rule, "G4");
+    assert_eq!(plan(&m, T0).rule, Rule::G4);
 }
 
 #[test]
@@ -810,7 +811,7 @@ fn g5_growth_goes_kept_run_first_then_fresh_run() {
     s.claims.push(claim(1));
     s.claims.push(claim(2));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "G5");
+    assert_eq!(p.rule, Rule::G5);
     assert!(matches!(
         p.action,
         Some(Action::SetReplicas {
@@ -856,12 +857,12 @@ fn c1_contraction_waits_for_the_previous_change_to_roll_out() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "C1", "Provisioning")
+        (None, Rule::C1, "Provisioning")
     );
     let mut s = persistent(3);
     s.fleet.members = Some(1);
     s.down(0, at(-1));
-    assert_eq!(plan(&s, T0).rule, "C1");
+    assert_eq!(plan(&s, T0).rule, Rule::C1);
 }
 
 #[test]
@@ -879,14 +880,14 @@ fn c2_automatic_and_external_contraction_need_survivor_evidence() {
         let p = plan(&s, T0);
         assert_eq!(
             (p.action.clone(), p.rule, reason(&p)),
-            (None, "C2", "CapacityUncertain")
+            (None, Rule::C2, "CapacityUncertain")
         );
         assert!(!blocked(&p));
         s.capacity.survivors =
             SurvivorEvidence::Insufficient("projected capacity exceeded on alpha-0".into());
         assert!(message(&plan(&s, T0)).contains("projected capacity exceeded"));
         s.capacity.survivors = SurvivorEvidence::Sufficient;
-        assert_eq!(plan(&s, T0).rule, "C3");
+        assert_eq!(plan(&s, T0).rule, Rule::C3);
     }
 }
 
@@ -895,7 +896,7 @@ fn c3_contraction_removes_one_member_per_step_keeping_its_claim() {
     let mut s = persistent(3);
     s.fleet.members = Some(1);
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "C3");
+    assert_eq!(p.rule, Rule::C3);
     assert!(matches!(
         p.action,
         Some(Action::SetReplicas {
@@ -921,7 +922,7 @@ fn r1_terminating_claim_releases_its_pod() {
     let mut s = persistent(3);
     s.claim(1).deletion = Some(at(-1));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "R1");
+    assert_eq!(p.rule, Rule::R1);
     assert_eq!(
         p.action,
         Some(Action::DeletePod {
@@ -942,7 +943,7 @@ fn r2_lost_claim_starts_a_handoff_even_with_two_members_down() {
     s.down(1, at(-1));
     s.down(2, at(-1));
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "R2");
+    assert_eq!(p.rule, Rule::R2);
     let Some(Action::StartHandoff(h)) = &p.action else {
         panic!("{p:?}")
     };
@@ -979,7 +980,7 @@ fn r3_single_member_down_past_the_delay_gets_a_fresh_disk() {
     s.down(1, at(0));
     let p = plan(&s, at(5));
     assert_eq!(p.action, None);
-    assert_eq!(p.rule, "S2");
+    assert_eq!(p.rule, Rule::S2);
     assert_eq!(reason(&p), "Provisioning");
     assert_eq!(p.wake_at, Some(at(10)));
     assert!(message(&p).contains("gets a fresh disk at 2026-11-29T00:10:00Z"));
@@ -989,7 +990,7 @@ fn r3_single_member_down_past_the_delay_gets_a_fresh_disk() {
         ("Down", Some("2026-11-29T00:10:00Z"))
     );
     let p = plan(&s, at(10));
-    assert_eq!(p.rule, "R3");
+    assert_eq!(p.rule, Rule::R3);
     assert!(
         matches!(&p.action, Some(Action::StartHandoff(h)) if h.cause == HandoffCause::DownTooLong && h.pod == "alpha-1")
     );
@@ -1018,7 +1019,7 @@ fn r9_a_member_heard_recovering_is_not_down() {
     assert_eq!(p.wake_at, Some(at(10) + Span::secs(150)));
     // Nothing heard for the whole delay since: down, and replaced.
     let p = plan(&s, at(18));
-    assert_eq!(p.rule, "R3");
+    assert_eq!(p.rule, Rule::R3);
     assert!(matches!(&p.action, Some(Action::StartHandoff(h)) if h.pod == "alpha-1"));
     let event = p
         .event
@@ -1054,7 +1055,7 @@ fn r3_the_delay_is_configurable() {
         replacement_delay: Span::mins(3),
         ..Config::default()
     };
-    assert_eq!(decide(&s, at(3), &cfg).rule, "R3");
+    assert_eq!(decide(&s, at(3), &cfg).rule, Rule::R3);
 }
 
 #[test]
@@ -1119,7 +1120,7 @@ fn r4_absorb_window_schedules_a_wake_up() {
     assert_eq!(p.action, None);
     assert_eq!(p.wake_at, Some(at(13)));
     assert!(message(&p).contains("until member alpha-0 has been ready for 5 minutes"));
-    assert_eq!(plan(&s, at(13)).rule, "R3");
+    assert_eq!(plan(&s, at(13)).rule, Rule::R3);
 }
 
 #[test]
@@ -1146,7 +1147,7 @@ fn r5_no_fresh_disk_until_the_statefulset_caught_up_and_every_other_member_is_de
     let mut s = persistent(3);
     s.down(1, at(0));
     s.pod(1).node_name = None;
-    assert_eq!(plan(&s, at(30)).rule, "R3");
+    assert_eq!(plan(&s, at(30)).rule, Rule::R3);
 }
 
 #[test]
@@ -1170,7 +1171,7 @@ fn r6_unschedulable_member_not_replaced_is_blocked_after_the_delay() {
     assert!(!blocked(&p));
     assert_eq!(p.wake_at, Some(at(10)));
     let p = plan(&s, at(10));
-    assert_eq!((p.rule, reason(&p)), ("R6", "MemberUnschedulable"));
+    assert_eq!((p.rule, reason(&p)), (Rule::R6, "MemberUnschedulable"));
     assert!(blocked(&p));
     assert_eq!(cond(&p, "InfrastructureReady").status, "True");
     let why = "Member alpha-1 has not been scheduled since 2026-11-29T00:00:00Z: 0/6 nodes are available: 3 node(s) had volume node affinity conflict; it is not replaced while alpha-2 is also down";
@@ -1195,7 +1196,7 @@ fn r6_a_lone_unschedulable_member_is_replaced_instead() {
     p1.ready = None;
     s.sts().ready_replicas = 2;
     let p = plan(&s, at(10));
-    assert_eq!(p.rule, "R3");
+    assert_eq!(p.rule, Rule::R3);
 }
 
 #[test]
@@ -1221,12 +1222,12 @@ fn r7_crash_looping_member_is_never_replaced_and_blocks_after_the_delay() {
     let p = plan(&s, at(10));
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "R7", "MemberCrashLooping")
+        (None, Rule::R7, "MemberCrashLooping")
     );
     assert!(blocked(&p));
     // A container exit from before the member went down (a node that died) is no crash loop.
     s.pod(1).last_container_exit = Some(at(-30));
-    assert_eq!(plan(&s, at(10)).rule, "R3");
+    assert_eq!(plan(&s, at(10)).rule, Rule::R3);
 }
 
 #[test]
@@ -1249,7 +1250,7 @@ fn one_action_even_when_many_rules_apply() {
     s.down(3, at(-30));
     let p = plan(&s, T0);
     // Force-deletion comes first; everything else waits for later calls.
-    assert_eq!(p.rule, "F1");
+    assert_eq!(p.rule, Rule::F1);
     assert!(p.action.is_some());
 }
 
@@ -1282,7 +1283,7 @@ fn r8_two_lost_claims_hold_the_fleet_and_name_them() {
     s.lose(2);
     let p = plan(&s, T0);
     assert_eq!(p.action, None);
-    assert_eq!((p.rule, reason(&p)), ("R8", "DisksLost"));
+    assert_eq!((p.rule, reason(&p)), (Rule::R8, "DisksLost"));
     assert!(blocked(&p));
     let m = message(&p);
     assert!(m.contains("data-alpha-1 (uid claim-1-uid)"), "{m}");
@@ -1300,7 +1301,7 @@ fn r8_accepting_exactly_the_lost_claims_lets_them_be_replaced_one_by_one() {
     s.lose(2);
     s.fleet.accepted_disk_loss = vec!["claim-1-uid".into(), "claim-2-uid".into()];
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "R2");
+    assert_eq!(p.rule, Rule::R2);
     assert!(matches!(p.action, Some(Action::StartHandoff(ref h)) if h.claim == "data-alpha-1"));
 }
 
@@ -1315,7 +1316,7 @@ fn r8_an_acceptance_of_other_claims_authorizes_nothing() {
         vec!["old-uid".into(), "claim-2-uid".into()],
     ] {
         s.fleet.accepted_disk_loss = accepted;
-        assert_eq!(plan(&s, T0).rule, "R8");
+        assert_eq!(plan(&s, T0).rule, Rule::R8);
     }
 }
 
@@ -1323,7 +1324,7 @@ fn r8_an_acceptance_of_other_claims_authorizes_nothing() {
 fn r8_one_lost_claim_is_routine() {
     let mut s = persistent(3);
     s.lose(1);
-    assert_eq!(plan(&s, T0).rule, "R2");
+    assert_eq!(plan(&s, T0).rule, Rule::R2);
 }
 
 #[test]
@@ -1334,7 +1335,7 @@ fn w5_a_retention_policy_that_deletes_claims_holds_contraction() {
         s.sts().claim_retention = ClaimRetention::from_fields(deleted, scaled);
         let p = plan(&s, T0);
         assert_eq!(p.action, None);
-        assert_eq!((p.rule, reason(&p)), ("W5", "LifecycleBlocked"));
+        assert_eq!((p.rule, reason(&p)), (Rule::W5, "LifecycleBlocked"));
         assert!(blocked(&p));
         let m = message(&p);
         assert!(m.contains("persistentVolumeClaimRetentionPolicy"), "{m}");
@@ -1353,7 +1354,7 @@ fn w5_retain_written_out_or_left_to_the_default_lets_contraction_go_on() {
         s.fleet.members = Some(3);
         s.sts().claim_retention = retention;
         let p = plan(&s, T0);
-        assert_eq!(p.rule, "C3");
+        assert_eq!(p.rule, Rule::C3);
         assert!(matches!(
             p.action,
             Some(Action::SetReplicas { replicas: 3, .. })
@@ -1374,7 +1375,7 @@ fn w5_growth_and_healing_go_on_under_a_drifted_retention_policy() {
     let mut s = persistent(3);
     s.sts().claim_retention = ClaimRetention::from_fields(None, Some("Delete"));
     s.lose(1);
-    assert_eq!(plan(&s, T0).rule, "R2");
+    assert_eq!(plan(&s, T0).rule, Rule::R2);
 }
 
 #[test]
@@ -1385,7 +1386,7 @@ fn w5_a_drifted_retention_policy_holds_the_workload_deletion() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "W5", "DeletionBlocked")
+        (None, Rule::W5, "DeletionBlocked")
     );
     assert!(
         message(&p).contains("whenDeleted: Delete"),
@@ -1394,7 +1395,7 @@ fn w5_a_drifted_retention_policy_holds_the_workload_deletion() {
     );
     // Protection still comes first.
     s.fleet.deletion_protected = true;
-    assert_eq!(plan(&s, T0).rule, "D8");
+    assert_eq!(plan(&s, T0).rule, Rule::D8);
 }
 
 #[test]
@@ -1405,7 +1406,7 @@ fn w6_an_owned_claim_of_the_fleet_is_reported_and_nothing_is_touched() {
     s.lose(1);
     let p = plan(&s, T0);
     assert_eq!(p.action, None);
-    assert_eq!((p.rule, reason(&p)), ("W6", "LifecycleBlocked"));
+    assert_eq!((p.rule, reason(&p)), (Rule::W6, "LifecycleBlocked"));
     let m = message(&p);
     assert!(
         m.contains("data-alpha-1") && m.contains("owned by StatefulSet/alpha"),
@@ -1423,7 +1424,7 @@ fn w6_an_owned_claim_holds_the_end_of_a_deletion() {
     let p = plan(&s, T0);
     assert_eq!(
         (p.action.clone(), p.rule, reason(&p)),
-        (None, "W6", "DeletionBlocked")
+        (None, Rule::W6, "DeletionBlocked")
     );
 }
 
@@ -1432,7 +1433,7 @@ fn w6_an_owned_claim_of_another_identity_is_not_ours_to_report() {
     let mut s = persistent(3);
     s.claims[2].identity = Some(OTHER_ID.into());
     s.claims[2].owner = Some("Backup/nightly".into());
-    assert_ne!(plan(&s, T0).rule, "W6");
+    assert_ne!(plan(&s, T0).rule, Rule::W6);
 }
 
 #[test]
@@ -1442,7 +1443,7 @@ fn f2_a_pod_stuck_on_a_ready_node_is_reported_not_force_deleted() {
     // The node is Ready: its kubelet has not finished the Pod (a hung container).
     let p = plan(&s, at(30));
     assert_eq!(p.action, None);
-    assert_eq!((p.rule, reason(&p)), ("S2", "MemberStuckTerminating"));
+    assert_eq!((p.rule, reason(&p)), (Rule::S2, "MemberStuckTerminating"));
     assert!(blocked(&p));
     let m = message(&p);
     assert!(
@@ -1474,7 +1475,7 @@ fn f2_an_unreachable_node_is_timed_by_the_healer_for_the_margin() {
     assert_eq!(reason(&p), "Provisioning");
     assert!(message(&p).contains("unreachable"), "{}", message(&p));
     assert_eq!(p.wake_at, Some(at(5)));
-    assert_eq!(plan(&s, at(5)).rule, "F1");
+    assert_eq!(plan(&s, at(5)).rule, Rule::F1);
     // Not observed at all (a new leader): counts as seen now, so one margin more.
     s.pod(2).node = NodeState::Unreachable {
         since: None,
@@ -1496,7 +1497,7 @@ fn f2_unbound_or_on_a_gone_node_is_stranded_and_an_unknown_node_is_not() {
         s.pod(2).deletion = Some(at(0));
         s.pod(2).node = node;
         let p = plan(&s, at(2));
-        assert_eq!(p.rule == "F1", due, "{node:?}: {}", p.rule);
+        assert_eq!(p.rule == Rule::F1, due, "{node:?}: {}", p.rule);
         if !due {
             assert_eq!(reason(&p), "Provisioning");
             assert!(message(&p).contains("cannot see"), "{}", message(&p));

@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::decide;
 use crate::plan::{Action, Plan};
+use crate::rule::Rule;
 use crate::snapshot::*;
 use crate::testkit::*;
 use crate::time::{Span, Timestamp};
@@ -39,7 +40,7 @@ fn t2_a_member_the_kubelet_calls_long_down_waits_the_delay_from_when_the_healer_
     assert_eq!(p.wake_at, Some(at(9)));
     assert!(ready(&p).message.contains("fresh disk at"), "{p:?}");
     let due = plan(&s, at(9));
-    assert_eq!(due.rule, "R3");
+    assert_eq!(due.rule, Rule::R3);
     assert!(handoff(&due));
 }
 
@@ -95,7 +96,7 @@ fn t1_holds_a_force_delete_while_the_clock_is_skewed_beyond_the_bound() {
         s.clock_skew = Some(skew);
         let p = plan(&s, at(5));
         assert_eq!(p.action, None, "{skew:?}");
-        assert_eq!(p.rule, "T1");
+        assert_eq!(p.rule, Rule::T1);
         assert_eq!(ready(&p).reason, "ClockSkewed");
         assert!(ready(&p).message.contains("--max-clock-skew"), "{p:?}");
         assert!(
@@ -116,7 +117,7 @@ fn t1_lets_writes_through_within_the_bound() {
         s.pod(2).deletion = Some(at(0));
         s.unreachable(2);
         s.clock_skew = Some(skew);
-        assert_eq!(plan(&s, at(5)).rule, "F1", "{skew:?}");
+        assert_eq!(plan(&s, at(5)).rule, Rule::F1, "{skew:?}");
     }
 }
 
@@ -126,7 +127,7 @@ fn t1_holds_destructive_writes_until_the_clock_was_measured() {
     s.lose(1);
     s.clock_skew = None;
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "T1");
+    assert_eq!(p.rule, Rule::T1);
     assert!(ready(&p).message.contains("has not measured"), "{p:?}");
 }
 
@@ -140,8 +141,8 @@ fn t1_the_bound_is_the_flag() {
         max_clock_skew: Span::mins(5),
         ..Config::default()
     };
-    assert_eq!(decide(&s, at(5), &wide).rule, "F1");
-    assert_eq!(plan(&s, at(5)).rule, "T1");
+    assert_eq!(decide(&s, at(5), &wide).rule, Rule::F1);
+    assert_eq!(plan(&s, at(5)).rule, Rule::T1);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::decide;
 use crate::plan::{Action, Plan};
+use crate::rule::Rule;
 use crate::snapshot::*;
 use crate::testkit::*;
 use crate::time::{Span, Timestamp};
@@ -85,7 +86,8 @@ fn d5_deletes_only_this_fleets_names_never_a_same_identity_claim_of_another_flee
     s.claims.retain(|c| c.name.starts_with("data-copy"));
     let p = plan(&s, T0);
     assert_eq!(
-        p.rule, "D7",
+        p.rule,
+        Rule::D7,
         "the other fleet's claims do not hold the release"
     );
 }
@@ -107,7 +109,7 @@ fn handoffs_of_another_fleet_with_the_same_identity_are_left_to_it() {
     s.claims.push(copy_claim(0));
     let p = plan(&s, T0);
     assert_eq!(p.action, None, "{:?}", p.action);
-    assert_eq!(p.rule, "S1");
+    assert_eq!(p.rule, Rule::S1);
 }
 
 #[test]
@@ -117,7 +119,7 @@ fn d4_counts_orphaned_member_pods_as_still_running() {
     orphan.controller = None; // --cascade=orphan
     s.pods.push(orphan);
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D4));
 }
 
 #[test]
@@ -131,19 +133,19 @@ fn d4_force_deletes_an_orphaned_member_stranded_on_a_dead_node() {
     s.pods.push(orphan);
     s.unreachable(1);
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "F1");
+    assert_eq!(p.rule, Rule::F1);
     assert!(matches!(
         p.action,
         Some(Action::ForceDeletePod { ref name, .. }) if name == "alpha-1"
     ));
     // Within its grace and margin: D4 waits and wakes at the deadline.
     let p = plan(&s, at(-3) + Span::secs(30));
-    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D4));
     assert!(p.wake_at.is_some());
     // On a live node past its grace: stuck, not stranded; named, never force-deleted.
     s.pod(1).node = NodeState::Ready;
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D4));
     assert!(
         message(&p).contains("orphaned by their workload: alpha-1"),
         "{}",
@@ -154,7 +156,7 @@ fn d4_force_deletes_an_orphaned_member_stranded_on_a_dead_node() {
     s.pod(1).deletion = None;
     s.unreachable(1);
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D4));
 }
 
 #[test]
@@ -164,7 +166,7 @@ fn d3_a_workload_named_like_the_fleet_but_not_ours_keeps_every_claim() {
     s.sts().identity = None;
     s.pods.clear();
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D3"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D3));
     assert_eq!(reason(&p), "DeletionBlocked");
 }
 
@@ -177,10 +179,12 @@ fn v2_the_newer_fleet_with_a_shared_identity_is_blocked_and_acts_on_nothing() {
     s.fleet.members = Some(5); // would grow
     s.down(1, at(-60)); // would be replaced
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "V2"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::V2));
     assert_eq!(reason(&p), "IdentityConflict");
     assert!(blocked(&p));
     assert!(message(&p).contains("apps/original"));
+    // The older fleet's deletion is no event of this one's: it is looked at again.
+    assert_eq!(p.wake_at, Some(T0 + super::IDENTITY_RECHECK));
     // Not even the finalizer is added.
     s.fleet.has_finalizer = false;
     assert_eq!(plan(&s, T0).action, None);
@@ -192,7 +196,7 @@ fn v2_a_deleted_conflicting_fleet_is_released_without_deleting_anything() {
     s.fleet.identity_conflict = Some("apps/original".into());
     s.fleet.deleting = true;
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "V2");
+    assert_eq!(p.rule, Rule::V2);
     assert!(matches!(
         p.action,
         Some(Action::RemoveFleetFinalizer { .. })
@@ -211,7 +215,7 @@ fn v2_and_v1_abort_a_handoff_instead_of_finishing_it() {
             s.fleet.invalid = vec!["spec.members: 500 is above 100".into()];
         }
         let p = plan(&s, T0);
-        assert_eq!(p.rule, "H2");
+        assert_eq!(p.rule, Rule::H2);
         assert!(matches!(p.action, Some(Action::AbortHandoff { .. })));
     }
 }
@@ -224,7 +228,7 @@ fn v1_an_invalid_live_spec_is_blocked_with_the_validation_messages() {
     s.fleet.invalid = vec!["spec.members: 500 is out of range (expected 1..100)".into()];
     s.fleet.members = Some(500);
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "V1"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::V1));
     assert_eq!(reason(&p), "InvalidConfiguration");
     assert!(blocked(&p));
     assert!(message(&p).contains("spec.members: 500"));
@@ -241,7 +245,7 @@ fn d8_a_protected_fleet_being_deleted_keeps_its_workload_and_every_disk() {
     s.fleet.deleting = true;
     s.fleet.deletion_protected = true;
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "D8"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::D8));
     assert_eq!(reason(&p), "DeletionProtected");
     assert!(blocked(&p));
     assert!(message(&p).contains("deletionProtection: false"));
@@ -251,7 +255,7 @@ fn d8_a_protected_fleet_being_deleted_keeps_its_workload_and_every_disk() {
     assert_eq!(plan(&s, T0).action, None);
     // Protection off: deletion proceeds in order.
     s.fleet.deletion_protected = false;
-    assert_eq!(plan(&s, T0).rule, "D5");
+    assert_eq!(plan(&s, T0).rule, Rule::D5);
 }
 
 // ---- the ordinal bound ----
@@ -274,13 +278,13 @@ fn names_beyond_the_member_limit_are_ignored_and_reported_and_size_nothing() {
     far.uid = "far".into();
     s.pods.push(far);
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "S1");
+    assert_eq!(p.rule, Rule::S1);
     assert_eq!(p.ignored.len(), 3, "{:?}", p.ignored);
     assert!(p.ignored.iter().any(|l| l.contains("data-alpha-50000000")));
     // Not deleted by fleet deletion either.
     let mut s = emptied(s);
     s.claims.retain(|c| c.uid.starts_with("huge"));
-    assert_eq!(plan(&s, T0).rule, "D7");
+    assert_eq!(plan(&s, T0).rule, Rule::D7);
 }
 
 #[test]
@@ -288,7 +292,7 @@ fn w4_a_workload_scaled_beyond_the_limit_gets_no_action() {
     let mut s = persistent(3);
     s.sts().replicas = i32::MAX;
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "W4"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::W4));
     assert!(blocked(&p));
     assert!(p.status.member_states.len() <= 100);
 }
@@ -320,10 +324,10 @@ fn f1_does_not_starve_later_rules_on_a_pod_held_by_a_foreign_finalizer() {
     p.force_deleted = true;
     p.other_finalizers = vec!["example.com/backup".into()];
     let p = plan(&s, T0);
-    assert_ne!(p.rule, "F1");
+    assert_ne!(p.rule, Rule::F1);
     assert!(!matches!(p.action, Some(Action::ForceDeletePod { .. })));
     // Later rules ran: growth is held by G4 (member 2 undecided), not by F1.
-    assert_eq!(p.rule, "G4", "{}", message(&p));
+    assert_eq!(p.rule, Rule::G4, "{}", message(&p));
     // A PersistentFleet names the finalizer too, in the condition and on the member.
     let mut s = persistent(3);
     let p = s.pod(2);
@@ -377,7 +381,7 @@ fn r2_a_claim_lost_for_less_than_the_window_waits_and_asks_to_be_woken() {
     assert!(message(&p).contains("reported lost"));
     // Seen Lost for the whole window: replaced.
     let p = plan(&s, at(1));
-    assert_eq!(p.rule, "R2");
+    assert_eq!(p.rule, Rule::R2);
     // Never observed as Lost before (no time): not confirmed.
     s.claim(1).lost_since = None;
     assert!(plan(&s, at(10)).action.is_none());
@@ -470,7 +474,7 @@ fn v3_a_bucket_reserved_to_another_identity_stops_growth_and_healing() {
     s.fleet.members = Some(5);
     s.down(1, at(-60));
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "V3"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::V3));
     assert_eq!(reason(&p), "StorageScopeConflict");
     assert!(blocked(&p));
     assert!(message(&p).contains(OTHER_ID));
@@ -478,7 +482,7 @@ fn v3_a_bucket_reserved_to_another_identity_stops_growth_and_healing() {
     // Deleting the fleet still deletes its own disks (they are its own).
     let mut s = emptied(s);
     s.fleet.deletion_protected = false;
-    assert_eq!(plan(&s, T0).rule, "D5");
+    assert_eq!(plan(&s, T0).rule, Rule::D5);
 }
 
 #[test]
@@ -513,7 +517,7 @@ fn v3_a_copy_with_the_same_identity_does_not_hold_the_originals_reservation() {
     });
     s.fleet.members = Some(4);
     let p = plan(&s, T0);
-    assert_eq!((p.action.clone(), p.rule), (None, "V3"));
+    assert_eq!((p.action.clone(), p.rule), (None, Rule::V3));
     assert!(
         message(&p).contains("(fleet apps/alpha)"),
         "{}",
@@ -532,7 +536,7 @@ fn the_status_names_the_reservation_once_found_with_this_identity() {
         }),
     });
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "S1");
+    assert_eq!(p.rule, Rule::S1);
     assert_eq!(p.status.reservation.as_deref(), Some("s3-abc"));
     // Not there (yet): growth and healing go on; nothing is named.
     s.fleet.reservation = Some(Reservation {
@@ -540,7 +544,7 @@ fn the_status_names_the_reservation_once_found_with_this_identity() {
         found: None,
     });
     let p = plan(&s, T0);
-    assert_eq!(p.rule, "S1");
+    assert_eq!(p.rule, Rule::S1);
     assert_eq!(p.status.reservation, None);
 }
 
@@ -554,10 +558,10 @@ fn f1_a_failed_force_delete_waits_its_back_off_and_later_rules_run() {
     s.unreachable(2);
     let plan_now = plan(&s, T0);
     // Growth (rule G2 for a Bucket fleet) is not starved by the stuck Pod.
-    assert_eq!(plan_now.rule, "G2");
+    assert_eq!(plan_now.rule, Rule::G2);
     assert!(plan_now.wake_at.is_some_and(|t| t <= at(2)));
     // Once the back-off passed, F1 tries again first.
-    assert_eq!(plan(&s, at(2)).rule, "F1");
+    assert_eq!(plan(&s, at(2)).rule, Rule::F1);
 }
 
 #[test]
@@ -605,7 +609,7 @@ fn d4_does_not_wait_for_a_same_identity_deployment_fleet_with_a_longer_name() {
     orphan.name = "alpha-x-5d8f7-fghij".into();
     orphan.controller = None;
     s.pods = vec![copy, orphan];
-    assert_eq!(plan(&s, T0).rule, "D7");
+    assert_eq!(plan(&s, T0).rule, Rule::D7);
     // Our own ReplicaSet's Pod and our own orphan do hold deletion.
     let mut ours = member(0, WorkloadKind::Deployment);
     ours.name = "alpha-7d9f8-abcde".into();
@@ -615,8 +619,8 @@ fn d4_does_not_wait_for_a_same_identity_deployment_fleet_with_a_longer_name() {
         uid: "rs".into(),
     });
     s.pods = vec![ours.clone()];
-    assert_eq!(plan(&s, T0).rule, "D4");
+    assert_eq!(plan(&s, T0).rule, Rule::D4);
     ours.controller = None;
     s.pods = vec![ours];
-    assert_eq!(plan(&s, T0).rule, "D4");
+    assert_eq!(plan(&s, T0).rule, Rule::D4);
 }

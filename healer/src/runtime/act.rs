@@ -180,23 +180,6 @@ pub enum Written {
     TookOver(String),
 }
 
-/// The action's variant name, for metrics, logs and Events.
-pub fn kind(a: &Action) -> &'static str {
-    match a {
-        Action::AddFleetFinalizer { .. } => "AddFleetFinalizer",
-        Action::RemoveFleetFinalizer { .. } => "RemoveFleetFinalizer",
-        Action::InitializeMembers { .. } => "InitializeMembers",
-        Action::SetReplicas { .. } => "SetReplicas",
-        Action::ForceDeletePod { .. } => "ForceDeletePod",
-        Action::DeletePod { .. } => "DeletePod",
-        Action::StartHandoff(_) => "StartHandoff",
-        Action::DeleteClaim { .. } => "DeleteClaim",
-        Action::ReleaseHandoff { .. } => "ReleaseHandoff",
-        Action::AbortHandoff { .. } => "AbortHandoff",
-        Action::DeleteWorkload { .. } => "DeleteWorkload",
-    }
-}
-
 /// Executes actions for one fleet.
 pub struct Actor<'a> {
     /// Client.

@@ -11,8 +11,6 @@
 //! collection, no request (the cached reservation shows whether there is a history to
 //! remove).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use celld_api::labels::{CAPACITY_HISTORY, HEALER_FIELD_MANAGER};
@@ -23,74 +21,17 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
 use super::collector::Collector;
+use super::context::{ReconcileError, Reconciler};
 use super::fresh::Gathered;
 use super::gather::own_members;
-use super::reconcile::{ReconcileError, Reconciler};
-use crate::capacity::{Applied, History, Observation, evaluate};
+use super::memory::CapacityMemo;
+use crate::capacity::{Applied, History, evaluate};
 use crate::snapshot::CapacitySignal;
 use crate::time::Timestamp;
-
-type Fleet = ObjectRef<CelldFleet>;
 
 /// How long a history this process wrote is trusted over an older one in the cache (the
 /// reservation watch normally catches up within a second).
 const CACHE_LAG: Duration = Duration::from_secs(10);
-
-/// What the runtime remembers per fleet between reconciles (not the history itself:
-/// that lives on the reservation, so another replica or a restart continues it).
-#[derive(Default)]
-pub struct CapacityMemory {
-    fleets: Mutex<HashMap<Fleet, Memo>>,
-}
-
-#[derive(Clone)]
-struct Memo {
-    /// The latest observation, re-evaluated until the next one is due.
-    observation: Observation,
-    /// When it was collected.
-    collected: Instant,
-    /// The history this process last wrote: (resourceVersion after the write, text, when).
-    written: Option<(String, String, Instant)>,
-}
-
-impl CapacityMemory {
-    /// Keeps only the entries of the fleets `keep` keeps.
-    pub fn retain(&self, keep: impl Fn(&Fleet) -> bool) {
-        self.fleets
-            .lock()
-            .expect("capacity memory")
-            .retain(|k, _| keep(k));
-    }
-
-    /// Number of fleets remembered.
-    pub fn len(&self) -> usize {
-        self.fleets.lock().expect("capacity memory").len()
-    }
-
-    /// Whether nothing is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn get(&self, key: &Fleet) -> Option<Memo> {
-        self.fleets
-            .lock()
-            .expect("capacity memory")
-            .get(key)
-            .cloned()
-    }
-
-    fn forget(&self, key: &Fleet) {
-        self.fleets.lock().expect("capacity memory").remove(key);
-    }
-
-    fn put(&self, key: Fleet, memo: Memo) {
-        self.fleets
-            .lock()
-            .expect("capacity memory")
-            .insert(key, memo);
-    }
-}
 
 /// What one evaluation gives the reconcile.
 #[derive(Default)]
@@ -174,7 +115,7 @@ pub(super) async fn evaluate_fleet(
         .filter(|_| fleet.metadata.deletion_timestamp.is_none());
     let Some(policy) = policy else {
         // No policy needs a history: remove it (from the cache's view; no read).
-        ctx.memory.capacity.forget(&key);
+        ctx.memory.fleet(&key, |f| f.capacity = None);
         ctx.metrics.forget_capacity(&key);
         if let Some(r) = reservation.as_deref().filter(|r| annotation(r).is_some()) {
             write_history(ctx, fleet, r, None).await?;
@@ -191,7 +132,7 @@ pub(super) async fn evaluate_fleet(
     let interval = Duration::from_secs(policy.sample_interval_seconds.max(1) as u64);
     let applied = applied(fleet, g);
 
-    let memo = ctx.memory.capacity.get(&key);
+    let memo = ctx.memory.fleet(&key, |f| f.capacity.clone());
     let due = memo
         .as_ref()
         .is_none_or(|m| m.collected.elapsed() >= interval);
@@ -219,7 +160,7 @@ pub(super) async fn evaluate_fleet(
 
     // Evaluated as of now: after the collection, which stamps its samples with later
     // times than the reconcile's start (an observation from the future is invalid, E1).
-    let now = now.max(super::reconcile::now());
+    let now = now.max(super::context::now());
 
     // The history: the cache's, unless this process wrote a newer one the cache has not
     // caught up with yet.
@@ -256,14 +197,12 @@ pub(super) async fn evaluate_fleet(
             written = Some((new_rv, text, Instant::now()));
         }
     }
-    ctx.memory.capacity.put(
-        key.clone(),
-        Memo {
-            observation,
-            collected,
-            written,
-        },
-    );
+    let memo = CapacityMemo {
+        observation,
+        collected,
+        written,
+    };
+    ctx.memory.fleet(&key, |f| f.capacity = Some(memo));
     ctx.metrics.capacity(&key, &decision, applied.members);
     Ok(Evaluated {
         signal: decision.signal(applied.members),

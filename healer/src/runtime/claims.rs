@@ -21,127 +21,23 @@
 //! a new term reads them again before writing.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use celld_api::CelldFleet;
 use celld_api::healer_flags::{NAMESPACE_CLAIM_LEASE, NAMESPACE_CLAIM_LEASES, Shard, claim_holder};
 use kube::Client;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::claim_table::{Claim, Table};
 use super::events::Events;
 use super::leader::{Campaign, Gate, Round};
 use super::metrics::Metrics;
 use super::requests::WRITE_TIMEOUT;
 use super::served::Served;
-
-/// Where this install stands in one namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Standing {
-    /// The claim is held and renewed recently enough: writes may start.
-    Held,
-    /// Not known yet (or its renewal failed): no write starts; the claimer is asked.
-    Pending,
-    /// Another install holds the claim: this one stays out.
-    Elsewhere(String),
-}
-
-/// One namespace's claim as last decided.
-#[derive(Clone, Debug)]
-enum Claim {
-    /// Held until this instant (two thirds of the claim after its last renewal).
-    Held(Instant),
-    /// Held by this other install.
-    Elsewhere(String),
-}
-
-/// This install's claims, per namespace: written by the claimer, read synchronously by
-/// every write ([`Gate::may_act_in`]).
-pub struct Table {
-    claims: Mutex<BTreeMap<String, Claim>>,
-    /// False for a gate that is always open (tests, tools): every namespace counts as
-    /// held.
-    needed: bool,
-    /// Wakes the claimer: a reconcile found a namespace it has not claimed yet.
-    wanted: Notify,
-}
-
-impl Table {
-    /// Claims are needed before acting (the healer).
-    pub fn needed() -> Table {
-        Table {
-            claims: Mutex::default(),
-            needed: true,
-            wanted: Notify::new(),
-        }
-    }
-
-    /// Every namespace counts as held.
-    pub fn not_needed() -> Table {
-        Table {
-            needed: false,
-            ..Table::needed()
-        }
-    }
-
-    /// Whether this install holds `namespace`'s claim now.
-    pub fn holds(&self, namespace: &str) -> bool {
-        self.standing(namespace) == Standing::Held
-    }
-
-    /// Where this install stands in `namespace` now.
-    pub fn standing(&self, namespace: &str) -> Standing {
-        if !self.needed {
-            return Standing::Held;
-        }
-        match self.lock().get(namespace) {
-            Some(Claim::Held(until)) if Instant::now() < *until => Standing::Held,
-            Some(Claim::Elsewhere(holder)) => Standing::Elsewhere(holder.clone()),
-            _ => Standing::Pending,
-        }
-    }
-
-    /// Asks the claimer for a round now (a fleet in a namespace not claimed yet).
-    pub fn want(&self) {
-        self.wanted.notify_one();
-    }
-
-    /// Forgets every claim (leadership changed or the healer stops).
-    pub(super) fn clear(&self) {
-        self.lock().clear();
-    }
-
-    fn set(&self, namespace: &str, claim: Option<Claim>) -> Option<Claim> {
-        let mut claims = self.lock();
-        match claim {
-            Some(c) => claims.insert(namespace.to_string(), c),
-            None => claims.remove(namespace),
-        }
-    }
-
-    #[cfg(test)]
-    pub(super) fn set_held_for_test(&self, namespace: &str, until: Instant) {
-        self.set(namespace, Some(Claim::Held(until)));
-    }
-
-    fn count(&self, held: bool) -> usize {
-        let now = Instant::now();
-        self.lock()
-            .values()
-            .filter(|c| match c {
-                Claim::Held(until) => held && now < *until,
-                Claim::Elsewhere(_) => !held,
-            })
-            .count()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Claim>> {
-        self.claims.lock().expect("claims lock")
-    }
-}
 
 /// What the claimer needs.
 pub struct Claimer {
@@ -266,7 +162,7 @@ impl Claimer {
             let next = next.unwrap_or_else(|| Instant::now() + renew_every);
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
-                _ = table.wanted.notified() => {}
+                _ = table.wanted() => {}
                 _ = leading.changed() => {}
                 _ = shutdown.changed() => {}
             }
@@ -334,6 +230,7 @@ impl Claimer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::claim_table::Standing;
 
     #[test]
     fn a_claim_counts_only_until_its_deadline() {

@@ -20,23 +20,20 @@ use tokio::sync::watch as tokio_watch;
 use tracing::debug;
 
 use super::cli::HaltPoint;
+use super::context::Reconciler;
 use super::events::Events;
 use super::http::Health;
 use super::leader::Gate;
 use super::members::Observing;
 use super::memory::Memory;
 use super::metrics::Metrics;
-use super::reconcile::{Reconciler, error_policy, reconcile};
+use super::reconcile::reconcile;
+use super::schedule::{DEBOUNCE, error_policy};
 use super::served::Served;
 use super::watches::{self, Obj, WatchHealth};
 use super::zones::Zones;
 use crate::config::Config;
 use celld_api::healer_flags::Shard;
-
-/// How long the queue holds a fleet's trigger to merge it with the ones that follow (a
-/// rollout's dozens of Pod events make one reconcile). The queue adds it to every
-/// requested wake-up too, so [`super::reconcile`] asks for wake-ups that much early.
-pub(super) const DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// Fleets reconciled at once. A reconcile mostly waits on the API server (a fresh read,
 /// a write, a status patch), so this is sized for a burst: when a zone goes down, every

@@ -21,7 +21,6 @@ use kube::api::PostParams;
 use kube::{Api, Resource};
 use tracing::warn;
 
-use super::act;
 use super::metrics::Metrics;
 use crate::plan::{Action, Plan};
 
@@ -98,7 +97,7 @@ impl Events {
     /// The Event of a write the healer made: the plan's own when it has one, else one
     /// named after the action, with the status message.
     pub async fn record_action(&self, fleet: &CelldFleet, plan: &Plan, action: &Action) {
-        let kind = act::kind(action);
+        let kind = action.kind();
         // The decision's own message: Progressing carries it as decided (Ready's may
         // start with the gap to the fleet's floor, rule S4).
         let message = plan

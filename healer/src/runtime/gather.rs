@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::ObjectRef;
 
 use super::clocks::Reading;
+use super::context::Reconciler;
 use super::fresh::{self, Gathered};
 use super::index::Key;
-use super::reconcile::Reconciler;
 use super::watches::{Stores, label};
 use crate::observe::{self, Inputs, ObserveError, WorkloadObject};
 use crate::plan::Action;

@@ -52,7 +52,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::claims::Table;
+use super::claim_table::Table;
 use super::metrics::Metrics;
 #[cfg(doc)]
 use celld_api::healer_flags::Shard;

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use celld_api::CelldFleet;
 use kube::runtime::reflector::ObjectRef;
 
-use super::capacity::CapacityMemory;
 use super::infra::ServiceDrift;
 use super::members::ApplicationViews;
 use crate::time::Timestamp;
@@ -44,22 +43,47 @@ pub fn is_live(live: &HashMap<Fleet, Option<String>>, k: &Fleet) -> bool {
         .is_some_and(|uid| k.extra.uid.is_none() || k.extra.uid == *uid)
 }
 
+/// What is remembered of one fleet between its reconciles.
+#[derive(Clone, Debug, Default)]
+pub struct FleetRecord {
+    /// The wake-up it asked for last (for the deadline lag metric).
+    pub wake: Option<Timestamp>,
+    /// Whether it was Blocked at its last status write.
+    pub blocked: bool,
+    /// Consecutive failed reconciles (error back-off).
+    pub failures: u32,
+    /// The last "cannot read completely" report (reported once, not on every
+    /// reconcile).
+    pub unreadable: Option<String>,
+    /// Consecutive reconciles whose destructive write the fresh read did not confirm.
+    pub holds: u32,
+    /// The last report of ignored objects (reported once per change).
+    pub ignored: Vec<String>,
+    /// When its status was last patched (patches are spaced:
+    /// `status_writer::STATUS_EVERY`).
+    pub status_written: Option<Instant>,
+    /// Its capacity policy's latest observation and history write.
+    pub capacity: Option<CapacityMemo>,
+}
+
+/// What the capacity evaluation (`super::capacity`) remembers of a fleet with a policy
+/// between reconciles. Not the history itself: that lives on the reservation, so
+/// another replica or a restart continues it.
+#[derive(Clone, Debug)]
+pub struct CapacityMemo {
+    /// The latest observation, re-evaluated until the next one is due.
+    pub observation: crate::capacity::Observation,
+    /// When it was collected.
+    pub collected: Instant,
+    /// The history this process last wrote: (resourceVersion after the write, text, when).
+    pub written: Option<(String, String, Instant)>,
+}
+
 /// Everything a reconcile reads or writes that is not in the caches.
 #[derive(Default)]
 pub struct Memory {
-    /// The wake-up each fleet asked for last (for the deadline lag metric).
-    pub wakes: Mutex<HashMap<Fleet, Timestamp>>,
-    /// Whether each fleet was Blocked at its last reconcile.
-    pub blocked: Mutex<HashMap<Fleet, bool>>,
-    /// Consecutive failures per fleet (error back-off).
-    pub failures: Mutex<HashMap<Fleet, u32>>,
-    /// The last "cannot read completely" report per fleet (reported once, not on every
-    /// reconcile).
-    pub unreadable: Mutex<HashMap<Fleet, String>>,
-    /// Consecutive reconciles whose destructive write the fresh read did not confirm.
-    pub holds: Mutex<HashMap<Fleet, u32>>,
-    /// The last report of ignored objects per fleet (reported once per change).
-    pub ignored: Mutex<HashMap<Fleet, Vec<String>>>,
+    /// One record per fleet ([`Memory::fleet`]).
+    fleets: Mutex<HashMap<Fleet, FleetRecord>>,
     /// What this process observed of Pods' readiness and Lost claims, on its own clock
     /// (rule T2); started over on a change of leadership or a failed watch.
     pub observed: Mutex<crate::clock::Observations>,
@@ -68,17 +92,12 @@ pub struct Memory {
     /// Pod uid -> when this process force-deleted it, until the Pod cache drops the Pod
     /// (see `snapshot_of`).
     pub force_deleted: Mutex<HashMap<String, Timestamp>>,
-    /// When each fleet's status was last patched (patches are spaced:
-    /// `status_writer::STATUS_EVERY`).
-    pub status_written: Mutex<HashMap<Fleet, std::time::Instant>>,
     /// Members' application views, per fleet.
     pub views: Arc<ApplicationViews>,
     /// The rendered Services each fleet's live ones are checked against, per fleet uid.
     pub services: ServiceDrift,
     /// Each fleet's spec problems, per fleet uid and spec.
     pub validity: crate::validity::Remembered,
-    /// Each capacity-policy fleet's latest observation and history write.
-    pub capacity: CapacityMemory,
     /// When the last sweep of gone objects ran ([`SWEEP_EVERY`]).
     pub swept: Mutex<Option<Instant>>,
 }
@@ -95,13 +114,20 @@ impl Memory {
         due
     }
 
-    /// How many fleets were Blocked at their last reconcile.
+    /// Runs `f` on the record of fleet `key` (an empty one if none is kept), under the
+    /// lock of every fleet's record: `f` must not wait on anything.
+    pub fn fleet<R>(&self, key: &Fleet, f: impl FnOnce(&mut FleetRecord) -> R) -> R {
+        let mut fleets = self.fleets.lock().expect("memory");
+        f(fleets.entry(key.clone()).or_default())
+    }
+
+    /// How many fleets were Blocked at their last status write.
     pub fn blocked_count(&self) -> usize {
-        self.blocked
+        self.fleets
             .lock()
             .expect("memory")
             .values()
-            .filter(|b| **b)
+            .filter(|r| r.blocked)
             .count()
     }
 
@@ -115,18 +141,8 @@ impl Memory {
     /// Keeps what is remembered of the fleets `keep` keeps (by reference) and
     /// `keep_uid` keeps (by uid).
     fn keep_fleets(&self, keep: impl Fn(&Fleet) -> bool, keep_uid: impl Fn(&str) -> bool) {
-        fn by<V>(m: &Mutex<HashMap<Fleet, V>>, keep: &impl Fn(&Fleet) -> bool) {
-            m.lock().expect("memory").retain(|k, _| keep(k));
-        }
-        by(&self.blocked, &keep);
-        by(&self.failures, &keep);
-        by(&self.wakes, &keep);
-        by(&self.unreadable, &keep);
-        by(&self.ignored, &keep);
-        by(&self.holds, &keep);
-        by(&self.status_written, &keep);
+        self.fleets.lock().expect("memory").retain(|k, _| keep(k));
         self.views.retain(&keep);
-        self.capacity.retain(&keep);
         self.services.retain(&keep_uid);
         self.validity.retain(&keep_uid);
     }
@@ -174,24 +190,17 @@ impl Memory {
     }
 
     /// How many entries each map holds (for the test that memory stays flat).
-    pub fn sizes(&self) -> [usize; 14] {
+    pub fn sizes(&self) -> [usize; 7] {
         fn n<K, V>(m: &Mutex<HashMap<K, V>>) -> usize {
             m.lock().expect("memory").len()
         }
         [
-            n(&self.wakes),
-            n(&self.blocked),
-            n(&self.failures),
-            n(&self.unreadable),
-            n(&self.holds),
-            n(&self.ignored),
+            n(&self.fleets),
             self.observed.lock().expect("memory").len(),
             n(&self.force_retry),
             n(&self.force_deleted),
-            n(&self.status_written),
             self.views.len(),
             self.services.len(),
-            self.capacity.len(),
             self.validity.len(),
         ]
     }
@@ -211,6 +220,24 @@ mod tests {
             &format!("f{i}"),
             &identity,
         ))
+    }
+
+    /// A record with every field set.
+    fn every_field(t: Timestamp) -> FleetRecord {
+        FleetRecord {
+            wake: Some(t),
+            blocked: true,
+            failures: 1,
+            unreadable: Some("x".into()),
+            holds: 1,
+            ignored: vec!["x".into()],
+            status_written: Some(Instant::now()),
+            capacity: Some(CapacityMemo {
+                observation: Default::default(),
+                collected: Instant::now(),
+                written: None,
+            }),
+        }
     }
 
     /// An application view of `key`, as a finished observation leaves it.
@@ -240,19 +267,7 @@ mod tests {
             let f = fleet(i);
             let key = ObjectRef::from_obj(&*f);
             let t = Timestamp(i as i64);
-            m.wakes.lock().unwrap().insert(key.clone(), t);
-            m.blocked.lock().unwrap().insert(key.clone(), true);
-            m.failures.lock().unwrap().insert(key.clone(), 1);
-            m.unreadable.lock().unwrap().insert(key.clone(), "x".into());
-            m.holds.lock().unwrap().insert(key.clone(), 1);
-            m.status_written
-                .lock()
-                .unwrap()
-                .insert(key.clone(), Instant::now());
-            m.ignored
-                .lock()
-                .unwrap()
-                .insert(key.clone(), vec!["x".into()]);
+            m.fleet(&key, |r| *r = every_field(t));
             m.observed
                 .lock()
                 .unwrap()
@@ -285,7 +300,7 @@ mod tests {
             }
         }
         m.forget_gone(&[], HashSet::new, HashSet::new);
-        assert_eq!(m.sizes(), [0; 14]);
+        assert_eq!(m.sizes(), [0; 7]);
     }
 
     /// A deleted fleet is forgotten at once, every map of it; the others stay.
@@ -296,16 +311,7 @@ mod tests {
         for f in [&a, &b] {
             let key = ObjectRef::from_obj(&**f);
             remember_a_view(&m, &key);
-            m.wakes.lock().unwrap().insert(key.clone(), Timestamp(1));
-            m.blocked.lock().unwrap().insert(key.clone(), true);
-            m.failures.lock().unwrap().insert(key.clone(), 1);
-            m.unreadable.lock().unwrap().insert(key.clone(), "x".into());
-            m.holds.lock().unwrap().insert(key.clone(), 1);
-            m.ignored.lock().unwrap().insert(key.clone(), vec![]);
-            m.status_written
-                .lock()
-                .unwrap()
-                .insert(key.clone(), Instant::now());
+            m.fleet(&key, |r| *r = every_field(Timestamp(1)));
             let _ = m.services.verify(f, |_| None);
             let _ = m.validity.problems(f);
         }
@@ -315,7 +321,7 @@ mod tests {
             assert_eq!(after, before / 2, "map {which}");
         }
         m.forget_fleet(&b);
-        assert_eq!(m.sizes(), [0; 14]);
+        assert_eq!(m.sizes(), [0; 7]);
     }
 
     /// A fleet created again under a deleted one's name is not the deleted one: the
@@ -324,20 +330,18 @@ mod tests {
     fn a_fleet_created_again_under_its_name_inherits_nothing() {
         let m = Memory::default();
         let old = fleet(1);
-        m.failures
-            .lock()
-            .unwrap()
-            .insert(ObjectRef::from_obj(&*old), 5);
+        m.fleet(&ObjectRef::from_obj(&*old), |r| r.failures = 5);
         let mut new = (*old).clone();
         new.metadata.uid = Some("uid-new".into());
         m.forget_gone(&[Arc::new(new)], HashSet::new, HashSet::new);
-        assert!(m.failures.lock().unwrap().is_empty());
-        m.failures
-            .lock()
-            .unwrap()
-            .insert(ObjectRef::from_obj(&*old), 5);
-        m.forget_gone(&[old], HashSet::new, HashSet::new);
-        assert_eq!(m.failures.lock().unwrap().len(), 1, "the same fleet stays");
+        assert_eq!(m.sizes()[0], 0);
+        m.fleet(&ObjectRef::from_obj(&*old), |r| r.failures = 5);
+        m.forget_gone(std::slice::from_ref(&old), HashSet::new, HashSet::new);
+        assert_eq!(
+            m.fleet(&ObjectRef::from_obj(&*old), |r| r.failures),
+            5,
+            "the same fleet stays"
+        );
     }
 
     #[test]

@@ -1,26 +1,35 @@
 //! The healer's runtime: the I/O around the pure [`crate::decide()`].
 //!
 //! ```text
-//! watches.rs              gather.rs           reconcile.rs          act.rs           status_writer.rs
-//! CelldFleet, workloads,  one fleet's    ──▶  observe -> decide ──▶ one write with ──▶ the status decide
-//! ReplicaSets, Pods, ──▶  objects from        -> confirm on a       its              built, Events on a
-//! claims, Services,       the caches          fresh read            preconditions    Blocked change
-//! reservations
+//! watches.rs              gather.rs           reconcile.rs          execute.rs       status_writer.rs
+//! CelldFleet, workloads,  one fleet's    ──▶  observe -> decide ──▶ the writes   ──▶ the status decide
+//! ReplicaSets, Pods, ──▶  objects from        -> confirmation.rs    (act.rs: each    built, Events on a
+//! claims, Services,       the caches          (a fresh read)        with its         Blocked change
+//! reservations                                                      preconditions)
 //! ```
 //!
 //! - [`controller`]: opens the watches and runs one reconcile per fleet when a watched
 //!   object of the fleet changes, and at the wake-up time `decide` returned; there is no
 //!   polling loop.
+//! - [`context`]: what every reconcile shares ([`context::Reconciler`]) and how one
+//!   fails; the rooms below take it from there, so none of them imports the step.
 //! - [`watches`]: the watches, their caches and health, and which fleet an object
 //!   concerns; [`trim`]: what the caches keep of each object; [`zones`]: the node and
 //!   volume zones shown in member status (never gating); [`gather`]: one fleet's objects
 //!   and its [`crate::Snapshot`]; [`index`]: each cache indexed by the fleet its objects
-//!   may belong to, so gathering one fleet does not scan its namespace;
-//!   [`reconcile`]: the step; [`status_writer`]: the status patch; [`memory`]: what is
-//!   remembered between reconciles, and forgotten when objects go.
+//!   may belong to, so gathering one fleet does not scan its namespace.
+//! - [`reconcile`]: the step, a short driver over the rooms that follow;
+//!   [`confirmation`]: a destructive write decided again on a fresh read ([`fresh`]);
+//!   [`execute`]: the writes of one pass, with their metrics, logs and Events;
+//!   [`schedule`]: when a fleet is looked at again (the queue's debounce, `decide`'s
+//!   wake-up, every back-off); [`status_writer`]: the status patch; [`memory`]: what is
+//!   remembered between reconciles (one record per fleet), and forgotten when objects
+//!   go.
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
 //!   and resourceVersion preconditions.
-//! - [`leader`]: the coordination Lease; only the leader writes anything.
+//! - [`leader`]: the coordination Lease; only the leader writes anything. [`claims`]:
+//!   one install per namespace, each namespace's claim Lease; [`claim_table`]: the
+//!   claims held, which the leader gate reads before every write.
 //! - [`access`]: with `--watch-namespace`, the finalizer that keeps the healer's
 //!   RoleBinding in a served namespace while a fleet lives there (a namespace deletion
 //!   would take the healer's rights before its fleets' disks).
@@ -38,12 +47,16 @@
 pub mod access;
 pub mod act;
 pub mod capacity;
+pub mod claim_table;
 pub mod claims;
 pub mod cli;
 pub mod clocks;
 pub mod collector;
+pub mod confirmation;
+pub mod context;
 pub mod controller;
 pub mod events;
+pub mod execute;
 pub mod fresh;
 pub mod gather;
 pub mod http;
@@ -59,6 +72,7 @@ pub mod rbac;
 pub mod reconcile;
 pub mod recovery;
 pub mod requests;
+pub mod schedule;
 pub mod scoped;
 pub mod served;
 pub mod status_writer;

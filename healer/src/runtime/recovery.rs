@@ -16,8 +16,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::context::Reconciler;
 use super::members::{self, MEMBER_PORT};
-use super::reconcile::Reconciler;
 use crate::application::Answer;
 use crate::snapshot::NodeState;
 use crate::zone::ZoneLookup;

@@ -14,7 +14,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Map, Value};
 use tracing::debug;
 
-use super::reconcile::{ReconcileError, Reconciler};
+use super::context::{ReconcileError, Reconciler};
 use crate::plan::Plan;
 
 /// A fleet's status is patched at most this often. When a lost node or zone strands
@@ -57,13 +57,7 @@ pub(super) async fn write_status(
     let was = blocked_of(&old);
     let is = blocked_of(new);
     let held = if &old != new && spacing == Spacing::Spaced {
-        let last = ctx
-            .memory
-            .status_written
-            .lock()
-            .expect("status written")
-            .get(&key)
-            .copied();
+        let last = ctx.memory.fleet(&key, |f| f.status_written);
         held_back(last, Instant::now())
     } else {
         None
@@ -100,10 +94,7 @@ pub(super) async fn write_status(
                 Ok(_) => {
                     ctx.metrics.status_writes.inc();
                     ctx.memory
-                        .status_written
-                        .lock()
-                        .expect("status written")
-                        .insert(key.clone(), Instant::now());
+                        .fleet(&key, |f| f.status_written = Some(Instant::now()));
                 }
                 // The fleet moved on since it was read (a lagging cache, another writer):
                 // its watch event brings a reconcile with the newer version.
@@ -141,12 +132,10 @@ pub(super) async fn write_status(
             .await;
     }
     let blocked_now = is.as_ref().is_some_and(|(s, _, _)| s == "True");
-    let count = {
-        let mut blocked = ctx.memory.blocked.lock().expect("blocked");
-        blocked.insert(key, blocked_now);
-        blocked.values().filter(|b| **b).count()
-    };
-    ctx.metrics.blocked_fleets.set(count as i64);
+    ctx.memory.fleet(&key, |f| f.blocked = blocked_now);
+    ctx.metrics
+        .blocked_fleets
+        .set(ctx.memory.blocked_count() as i64);
     if ctx.memory.sweep_due(Instant::now()) {
         let fleets = ctx.stores.fleets.state();
         ctx.memory.forget_gone(
