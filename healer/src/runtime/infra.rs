@@ -1,7 +1,7 @@
 //! Verifying a fleet's live prerequisites against the generator's rendering.
 //!
 //! The healer does not write Services (Argo CD or Flux do); it checks that the live
-//! `<fleet>` and `<fleet>-peers` Services still say what `celld_gen::render` renders for
+//! `<fleet>` and `<fleet>-peers` Services still say what `celld_render::render` renders for
 //! the fleet, because growth, contraction and disk replacement rely on them (peer
 //! discovery through the headless Service with not-ready addresses published). Any
 //! difference is reported to `decide` as drift, which holds every lifecycle action as
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use celld_api::CelldFleet;
 use celld_api::validate::validate_live;
-use celld_gen::render::{ObjectKind, render_fleet};
+use celld_render::render::{ObjectKind, render_fleet};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 
@@ -319,7 +319,7 @@ mod rendering_tests {
             "/../examples/persistent.yaml"
         ))
         .unwrap();
-        let fleet = celld_gen::load::load_str(std::path::Path::new("persistent.yaml"), &text)
+        let fleet = celld_render::load::load_str(std::path::Path::new("persistent.yaml"), &text)
             .expect("example loads")
             .into_fleet();
         let services = render_services(&fleet).unwrap();
@@ -357,16 +357,16 @@ mod rendering_tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../examples/persistent-platform.yaml"
         ));
-        let loaded = celld_gen::load::load_paths(&[path]).expect("example loads");
+        let loaded = celld_render::load::load_paths(&[path]).expect("example loads");
         assert!(!loaded[0].patches.is_empty(), "the example carries patches");
-        let bundle = celld_gen::render::render_all(&loaded).expect("renders");
+        let bundle = celld_render::render::render_all(&loaded).expect("renders");
         let fleet = loaded[0].fleet.clone().into_fleet();
         let live: Vec<(String, Service)> = bundle.fleets[0]
             .objects
             .iter()
             .filter(|o| o.kind == ObjectKind::Service)
             .map(|o| {
-                let v = celld_gen::render::parse::parse_document(&o.yaml).unwrap();
+                let v = celld_render::render::parse::parse_document(&o.yaml).unwrap();
                 (o.name.clone(), serde_json::from_value(v).unwrap())
             })
             .collect();
@@ -396,9 +396,10 @@ mod rendering_tests {
             "/../examples/persistent.yaml"
         ))
         .unwrap();
-        let mut fleet = celld_gen::load::load_str(std::path::Path::new("persistent.yaml"), &text)
-            .expect("example loads")
-            .into_fleet();
+        let mut fleet =
+            celld_render::load::load_str(std::path::Path::new("persistent.yaml"), &text)
+                .expect("example loads")
+                .into_fleet();
         fleet.metadata.uid = Some("fleet-uid".into());
         fleet.metadata.generation = Some(1);
         let rendered = render_services(&fleet).unwrap();
