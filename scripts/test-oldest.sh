@@ -50,7 +50,8 @@ export CELLD_GEN_KUBERNETES_VERSION="$minor"
 log() { printf '[oldest %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 log "Kubernetes $K8S_OLDEST_VERSION: building (cached per version) and starting its control plane"
-# Niced: in CI it builds beside the main suite's tests.
+# scripts/test-all.sh builds it from its start at the lowest priority, so that this finds
+# it built; run alone, it builds here (niced, in case other work runs).
 nice -n 10 tests/controlplane/build.sh --oldest
 started=0
 stop() { [[ $started == 1 ]] && tests/controlplane/stop.sh || true; }

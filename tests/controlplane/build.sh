@@ -50,7 +50,9 @@ else
 fi
 BIN_DIR="$TESTS_DIR/.cluster/bin/$K8S_VERSION"
 
-# Modules are always used through their go.mod here, never through a workspace.
+# Modules are used through their go.mod here (GOWORK=off), except the newest line's
+# kube-* commands: they build in the workspace they share with the GitOps harnesses
+# (tests/go-workspace.sh), pinned at this module's versions, with its toolchain.
 export GOWORK=off
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -152,11 +154,16 @@ ensure_etcd_gomod() {
 
 # --- builds -----------------------------------------------------------------------------
 
-# Builds Go package "$2" in module dir "$1" into "$BIN_DIR/$3", atomically.
+# Builds Go package "$2" in module dir "$1" into "$BIN_DIR/$3", atomically. With
+# GO_BUILD_WORK set, in that workspace and with its toolchain.
 go_build() {
   local moddir="$1" pkg="$2" out="$BIN_DIR/$3" ldflags="$4" start=$SECONDS
-  log "building $3 ($pkg)"
-  (cd "$moddir" && go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+  log "building $3 ($pkg${GO_BUILD_WORK:+, in the shared workspace with $GO_WORKSPACE_TOOLCHAIN})"
+  (
+    cd "$moddir"
+    if [[ -n "${GO_BUILD_WORK:-}" ]]; then export GOWORK="$GO_BUILD_WORK" GOTOOLCHAIN="$GO_WORKSPACE_TOOLCHAIN"; fi
+    go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out.tmp" "$pkg"
+  )
   mv -f "$out.tmp" "$out"
   log "built $3 in $((SECONDS - start))s"
 }
@@ -193,6 +200,8 @@ fetch_crds() {
 mkdir -p "$BIN_DIR"
 # shellcheck source=../cache.sh
 source "$TESTS_DIR/cache.sh"
+# shellcheck source=../go-workspace.sh
+source "$TESTS_DIR/go-workspace.sh"
 if [[ $WITH_ETCD == 1 ]]; then
   CACHE_KEY="controlplane/kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION"
   ALL_BINS=(etcd "${KUBE_CMDS[@]}")
@@ -229,6 +238,7 @@ else
       *)
         ensure_kube_gomod
         [[ -n "${KUBE_LDFLAGS:-}" ]] || KUBE_LDFLAGS="$(kube_ldflags)"
+        if [[ $OLDEST == 0 && -z "${GO_BUILD_WORK:-}" ]]; then GO_BUILD_WORK="$(go_workspace)"; fi
         go_build "$KUBE_MOD_DIR" "k8s.io/kubernetes/cmd/$what" "$what" "$KUBE_LDFLAGS"
         ;;
     esac

@@ -10,10 +10,13 @@
 #   tests/.cluster/gitops/flux/:   kustomize.toolkit.fluxcd.io_kustomizations.yaml
 #   tests/.cluster/gitops/prometheus/: monitoring.coreos.com_servicemonitors.yaml (the
 #                                  Prometheus Operator's CRD, for `install --service-monitor`)
-# Versions are those of each module's go.mod (the one place they are pinned). Both modules
-# declare go 1.27, so they build with GOTOOLCHAIN=$GITOPS_GOTOOLCHAIN (fetched from the
-# module proxy), separately from the control plane's Go. A binary whose inputs (go.mod,
-# go.sum, *.go, toolchain) have not changed since it was built is not rebuilt.
+# Versions are those of each module's go.mod (the one place they are pinned), except the
+# modules the control plane is built from too: both build in the workspace they share
+# with the control plane (tests/go-workspace.sh), where those are pinned at the control
+# plane's versions, so the packages the control plane compiled are not compiled again.
+# The workspace's toolchain ($GO_WORKSPACE_TOOLCHAIN, both modules declare go 1.27) is
+# fetched from the module proxy. A binary whose inputs (go.mod, go.sum, *.go, the
+# workspace, toolchain) have not changed since it was built is not rebuilt.
 #
 # Usage: tests/gitops/build.sh [--force]
 set -euo pipefail
@@ -22,7 +25,6 @@ GITOPS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TESTS_DIR="$(dirname "$GITOPS_DIR")"
 OUT_DIR="$TESTS_DIR/.cluster/gitops"
 BIN_DIR="$OUT_DIR/bin"
-GITOPS_GOTOOLCHAIN="${GITOPS_GOTOOLCHAIN:-go1.27.3}"
 # The Prometheus Operator whose ServiceMonitor CRD `install --service-monitor` is checked
 # against (only its CRD file is read; nothing of it is built).
 PROMETHEUS_OPERATOR_VERSION="v0.86.1"
@@ -34,14 +36,17 @@ case "${1:-}" in
   *) echo "usage: $0 [--force]" >&2; exit 2 ;;
 esac
 
-export GOWORK=off GOTOOLCHAIN="$GITOPS_GOTOOLCHAIN"
 command -v go >/dev/null || { echo "go not found on PATH" >&2; exit 1; }
+# shellcheck source=../go-workspace.sh
+source "$TESTS_DIR/go-workspace.sh"
+GOWORK="$(GOWORK=off go_workspace)"
+export GOWORK GOTOOLCHAIN="$GO_WORKSPACE_TOOLCHAIN"
 
 log() { printf '[gitops %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 # Hash of everything a binary is built from.
 inputs_hash() {
-  (cd "$1" && cat go.mod go.sum ./*.go && echo "$GITOPS_GOTOOLCHAIN") | sha256sum | cut -c1-16
+  (cd "$1" && cat go.mod go.sum ./*.go "$GOWORK" && echo "$GO_WORKSPACE_TOOLCHAIN") | sha256sum | cut -c1-16
 }
 
 # Directory of module "$2"@"$3", downloaded by Go in module dir "$1".
@@ -68,7 +73,7 @@ build() {
     cache_keep "gitops/celld-$name-$hash" "$out"
     return 0
   fi
-  log "building celld-$name with $GITOPS_GOTOOLCHAIN (cold: several minutes)"
+  log "building celld-$name with $GO_WORKSPACE_TOOLCHAIN in the shared workspace (cold: minutes, less after the control plane's build)"
   (cd "$moddir" && go build -trimpath -buildvcs=false -ldflags '-s -w' -o "$out.tmp" .)
   mv -f "$out.tmp" "$out"
   echo "$hash" >"$out.inputs"
