@@ -1,7 +1,7 @@
-# Sourced by tests/controlplane/build.sh and tests/gitops/build.sh: one Go workspace for
-# the control plane's module (tests/controlplane/kube) and the GitOps harnesses
-# (tests/gitops/argocd, tests/gitops/flux), so that they compile their shared packages
-# once. Argo CD and Flux import much of what the control plane is built from (client-go,
+# Sourced by tests/controlplane/build.sh, build-metrics-server.sh and tests/gitops/build.sh:
+# one Go workspace for the control plane's module (tests/controlplane/kube), metrics-server
+# (tests/controlplane/metrics) and the GitOps harnesses (tests/gitops/argocd,
+# tests/gitops/flux), so that they compile their shared packages once. Argo CD and Flux import much of what the control plane is built from (client-go,
 # apimachinery, the API types, kubectl's libraries): built each from its own module, at
 # its own versions and with its own Go, nothing was shared, and on a cold machine the
 # GitOps build recompiled some 1,500 packages the control plane had just compiled.
@@ -10,7 +10,7 @@
 # control plane's go.mod gives it (a replace per module), so the control plane is built
 # from exactly the modules it is built from alone; Argo CD and Flux are built against
 # those versions where they share a module (they may require newer ones: the pins take
-# precedence; the GitOps end-to-end tests run what is built). All three build with
+# precedence; the end-to-end tests run what is built). All of them build with
 # $GO_WORKSPACE_TOOLCHAIN (the harnesses declare go 1.27). The workspace is generated
 # into tests/.cluster/go-workspace/ from the committed go.mod files, and again only when
 # one of them changes.
@@ -21,11 +21,12 @@ GO_WORKSPACE_TOOLCHAIN="${GO_WORKSPACE_TOOLCHAIN:-go1.27.3}"
 
 go_workspace() {
   local dir="$TESTS_DIR/.cluster/go-workspace" work hash go_version m
-  local modules=(controlplane/kube gitops/argocd gitops/flux)
+  local modules=(controlplane/kube controlplane/metrics gitops/argocd gitops/flux)
   work="$dir/go.work"
   hash="$(
     cd "$TESTS_DIR" \
-      && { cat controlplane/kube/go.mod controlplane/kube/go.sum gitops/argocd/go.mod gitops/flux/go.mod \
+      && { cat controlplane/kube/go.mod controlplane/kube/go.sum controlplane/metrics/go.mod \
+        gitops/argocd/go.mod gitops/flux/go.mod \
         && echo "$GO_WORKSPACE_TOOLCHAIN"; } | sha256sum | cut -c1-16
   )"
   if grep -qx "// inputs $hash" "$work" 2>/dev/null; then

@@ -233,7 +233,9 @@ else
     case "$what" in
       etcd)
         ensure_etcd_gomod
-        go_build "$ETCD_MOD_DIR" . etcd "-s -w"
+        # Its own module (GOWORK=off), with the workspace's toolchain: the standard
+        # library compiles once for every binary of the run.
+        GOTOOLCHAIN="$GO_WORKSPACE_TOOLCHAIN" go_build "$ETCD_MOD_DIR" . etcd "-s -w"
         ;;
       *)
         ensure_kube_gomod

@@ -3,8 +3,8 @@
 //! and what the pass does next as the writes went ([`Executed`], [`AfterBatch`]).
 //!
 //! Nothing here decides whether to write: the write is `decide`'s, confirmed on a fresh
-//! read where it destroys anything (`super::reconcile`); [`super::act`] makes it with
-//! its preconditions.
+//! read where it destroys anything ([`super::confirmation`]); [`super::act`] makes it
+//! with its preconditions.
 
 use std::sync::Arc;
 
@@ -126,7 +126,8 @@ impl Writing<'_> {
     }
 
     /// Makes the write `action` of `plan`, with its metrics, log and Event. `pod` is the
-    /// fresh Pod a handoff step writes to.
+    /// Pod a handoff step writes to (the fresh read's, else the cache's; none in a batch
+    /// of force deletes).
     pub(super) async fn one(
         &self,
         plan: &Plan,

@@ -48,7 +48,7 @@ pub fn is_live(live: &HashMap<Fleet, Option<String>>, k: &Fleet) -> bool {
 pub struct FleetRecord {
     /// The wake-up it asked for last (for the deadline lag metric).
     pub wake: Option<Timestamp>,
-    /// Whether it was Blocked at its last status write.
+    /// Whether its last status (written, held back or unchanged) said Blocked.
     pub blocked: bool,
     /// Consecutive failed reconciles (error back-off).
     pub failures: u32,
@@ -115,9 +115,17 @@ impl Memory {
     }
 
     /// Runs `f` on the record of fleet `key` (an empty one if none is kept), under the
-    /// lock of every fleet's record: `f` must not wait on anything.
+    /// lock of every fleet's record: `f` must not wait on anything. A record kept for
+    /// another fleet of that name (another uid: deleted and created again, its delete
+    /// event missed) is dropped first: the new fleet inherits nothing.
     pub fn fleet<R>(&self, key: &Fleet, f: impl FnOnce(&mut FleetRecord) -> R) -> R {
         let mut fleets = self.fleets.lock().expect("memory");
+        let other = fleets.get_key_value(key).is_some_and(|(kept, _)| {
+            kept.extra.uid.is_some() && key.extra.uid.is_some() && kept.extra.uid != key.extra.uid
+        });
+        if other {
+            fleets.remove(key);
+        }
         f(fleets.entry(key.clone()).or_default())
     }
 
@@ -342,6 +350,14 @@ mod tests {
             5,
             "the same fleet stays"
         );
+        // Before any sweep: the new fleet's first reconcile finds the old one's record
+        // under its name and starts afresh.
+        let mut again = (*old).clone();
+        again.metadata.uid = Some("uid-again".into());
+        assert_eq!(m.fleet(&ObjectRef::from_obj(&again), |r| r.failures), 0);
+        m.fleet(&ObjectRef::from_obj(&again), |r| r.failures = 2);
+        assert_eq!(m.fleet(&ObjectRef::from_obj(&again), |r| r.failures), 2);
+        assert_eq!(m.sizes()[0], 1);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! When a fleet is looked at again: the queue's debounce, the wake-up `decide` asked
 //! for turned into the controller's next step, and the back-offs after a failure.
 //!
-//! Every delay the runtime chooses on its own is here; the delays a rule asks for are
-//! `decide`'s (`Plan::wake_at`), and only turned into a requeue here.
+//! The delays a rule asks for are `decide`'s (`Plan::wake_at`), and only turned into a
+//! requeue here; the back-offs after a failure are here. A few short fixed waits stay
+//! where they are taken (a second while the caches sync or a claim is pending, the status
+//! spacing of `super::status_writer`).
 
 use std::sync::Arc;
 use std::time::Duration;
