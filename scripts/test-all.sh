@@ -74,17 +74,23 @@ finish() {
 }
 
 # raise KEY NICE: sets background step KEY's processes, and so the ones they start, to
-# NICE. Lowering a niceness needs the right to (root, or CAP_SYS_NICE); without it the
-# step keeps its niceness, and only its end moves.
+# NICE. A niceness is a thread's, and a child starts with the one of the thread that
+# forked it (Go's build forks its compilers from any of its threads): so every thread
+# of every process of the step. Lowering a niceness needs the right to (root, or
+# CAP_SYS_NICE); without it the step keeps its niceness, and only its end moves.
 raise() {
-  local key="$1" nice="$2" pids=() next=() p
+  local key="$1" nice="$2" pids=() next=() tids=() p t
   [[ -n "${BG_PID[$key]:-}" ]] || return 0
   next=("${BG_PID[$key]}")
   while [[ ${#next[@]} -gt 0 ]]; do
     pids+=("${next[@]}")
     mapfile -t next < <(for p in "${next[@]}"; do ps -o pid= --ppid "$p" 2>/dev/null; done | tr -d ' ')
   done
-  renice -n "$nice" -p "${pids[@]}" >/dev/null 2>&1 || echo "(could not raise $key to nice $nice: it keeps its niceness)"
+  for p in "${pids[@]}"; do
+    for t in /proc/"$p"/task/*; do [[ -e $t ]] && tids+=("${t##*/}"); done
+  done
+  [[ ${#tids[@]} -gt 0 ]] || return 0
+  renice -n "$nice" -p "${tids[@]}" >/dev/null 2>&1 || echo "(could not raise $key to nice $nice: it keeps its niceness)"
 }
 
 # after KEY COMMAND...: waits until background step KEY ended, then runs COMMAND if it
