@@ -5,7 +5,7 @@
 
 use celld_api::labels::member_name;
 
-use super::faults::Fault;
+use super::world::Fault;
 use super::world::*;
 
 impl Sim {

@@ -4,39 +4,6 @@
 use super::PER_INTERRUPTION;
 use super::world::*;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-/// One fault of the script, injected at a random time and healed (or not) later.
-pub(super) enum Fault {
-    NodeLost {
-        back: bool,
-    },
-    /// Every node of one zone at once, back later: its members are stranded together,
-    /// all due for force-deletion at the same moment (the burst a lost zone makes).
-    ZoneLost,
-    VolumeLost,
-    VolumeStuck,
-    CrashLoop,
-    ImagePull,
-    StuckTerminating,
-    Scale,
-    Rollout,
-    Pause,
-    Drift,
-    /// The StatefulSet's claim retention policy edited by hand to Delete for a while.
-    RetentionDrift,
-    HandDeletedClaim,
-    /// A claim reported Lost for a while, then Bound again (a restore bringing claims
-    /// back before their volumes).
-    TransientLost,
-    /// The live spec turns invalid for a while.
-    Invalid,
-    /// The fleet's bucket reservation names another identity for a while (rule V3).
-    ReservedElsewhere,
-    /// A member restarts and recovers its predecessor's log for longer than the
-    /// replacement delay (rule R9).
-    Recovery,
-}
-
 impl Sim {
     pub(super) fn inject(&mut self) {
         self.out.faults += 1;

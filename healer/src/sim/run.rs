@@ -199,7 +199,7 @@ pub fn run_seed_mutated(seed: u64, m: Mutation) -> Option<Violation> {
         Mutation::NoPreconditions => sim.ignore_preconditions = true,
         Mutation::CachedReservation => {
             sim.fresh_reservation = false;
-            sim.focus = Some(super::faults::Fault::ReservedElsewhere);
+            sim.focus = Some(super::world::Fault::ReservedElsewhere);
         }
     }
     sim.run().err()

@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 
 use celld_api::CelldFleetStatus;
 
-use super::faults::Fault;
 use crate::config::Config;
 use crate::plan::{Action, HandoffRecord};
 use crate::snapshot::{self as s, CondStatus};
@@ -270,7 +269,7 @@ pub(super) struct Sim {
     /// The fresh read re-reads the bucket reservation too (false: the mutation check).
     pub(super) fresh_reservation: bool,
     /// A mutation check's fault, drawn half the time (`None`: the usual mix).
-    pub(super) focus: Option<super::faults::Fault>,
+    pub(super) focus: Option<Fault>,
 }
 
 /// An object of another fleet that shares the identity, or a claim at a huge ordinal.
@@ -587,4 +586,37 @@ impl Sim {
     pub(super) fn claim_idx(&self, ord: u32) -> Option<usize> {
         self.claims.iter().position(|c| c.ord == ord)
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One fault of the script, injected at a random time and healed (or not) later.
+pub(super) enum Fault {
+    NodeLost {
+        back: bool,
+    },
+    /// Every node of one zone at once, back later: its members are stranded together,
+    /// all due for force-deletion at the same moment (the burst a lost zone makes).
+    ZoneLost,
+    VolumeLost,
+    VolumeStuck,
+    CrashLoop,
+    ImagePull,
+    StuckTerminating,
+    Scale,
+    Rollout,
+    Pause,
+    Drift,
+    /// The StatefulSet's claim retention policy edited by hand to Delete for a while.
+    RetentionDrift,
+    HandDeletedClaim,
+    /// A claim reported Lost for a while, then Bound again (a restore bringing claims
+    /// back before their volumes).
+    TransientLost,
+    /// The live spec turns invalid for a while.
+    Invalid,
+    /// The fleet's bucket reservation names another identity for a while (rule V3).
+    ReservedElsewhere,
+    /// A member restarts and recovers its predecessor's log for longer than the
+    /// replacement delay (rule R9).
+    Recovery,
 }
