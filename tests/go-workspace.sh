@@ -1,7 +1,8 @@
 # Sourced by tests/controlplane/build.sh, build-metrics-server.sh and tests/gitops/build.sh:
 # one Go workspace for the control plane's module (tests/controlplane/kube), metrics-server
 # (tests/controlplane/metrics) and the GitOps harnesses (tests/gitops/argocd,
-# tests/gitops/flux), so that they compile their shared packages once. Argo CD and Flux import much of what the control plane is built from (client-go,
+# tests/gitops/flux), so that they compile their shared packages once. Argo CD, Flux and
+# metrics-server import much of what the control plane is built from (client-go,
 # apimachinery, the API types, kubectl's libraries): built each from its own module, at
 # its own versions and with its own Go, nothing was shared, and on a cold machine the
 # GitOps build recompiled some 1,500 packages the control plane had just compiled.
@@ -23,11 +24,12 @@ go_workspace() {
   local dir="$TESTS_DIR/.cluster/go-workspace" work hash go_version m
   local modules=(controlplane/kube controlplane/metrics gitops/argocd gitops/flux)
   work="$dir/go.work"
+  # The pins come from the control plane's go.sum-checked build list; the rest from each
+  # module's go.mod.
   hash="$(
     cd "$TESTS_DIR" \
-      && { cat controlplane/kube/go.mod controlplane/kube/go.sum controlplane/metrics/go.mod \
-        gitops/argocd/go.mod gitops/flux/go.mod \
-        && echo "$GO_WORKSPACE_TOOLCHAIN"; } | sha256sum | cut -c1-16
+      && { for m in "${modules[@]}"; do cat "$m/go.mod"; done \
+        && cat controlplane/kube/go.sum && echo "$GO_WORKSPACE_TOOLCHAIN"; } | sha256sum | cut -c1-16
   )"
   if grep -qx "// inputs $hash" "$work" 2>/dev/null; then
     printf '%s\n' "$work"

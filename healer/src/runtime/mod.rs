@@ -22,7 +22,7 @@
 //!   [`confirmation`]: a destructive write decided again on a fresh read ([`fresh`]);
 //!   [`execute`]: the writes of one pass, with their metrics, logs and Events;
 //!   [`schedule`]: when a fleet is looked at again (the queue's debounce, `decide`'s
-//!   wake-up, every back-off); [`status_writer`]: the status patch; [`memory`]: what is
+//!   wake-up, the back-offs); [`status_writer`]: the status patch; [`memory`]: what is
 //!   remembered between reconciles (one record per fleet), and forgotten when objects
 //!   go.
 //! - [`act`]: executes one [`crate::Action`] exactly as its documentation says, with uid
