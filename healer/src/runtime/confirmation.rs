@@ -1,5 +1,5 @@
 //! The fresh confirmation of a destructive write: the fleet read again from the API
-//! server ([`super::fresh`]), decided again on that read, and the two decisions compared
+//! server ([`super::fresh`], shared with the namespace's other fleets asking at once), decided again on that read, and the two decisions compared
 //! (`crate::confirm`). A write is made only if the fresh decision reaches it too.
 
 use std::sync::Arc;
@@ -9,7 +9,6 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::clocks::Reading;
 use super::context::Reconciler;
-use super::fresh;
 use super::gather::{own_members, snapshot_of};
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
@@ -27,14 +26,14 @@ pub(super) struct FreshRead {
 /// `crate::confirm`). Also returns the fresh Pod a confirmed handoff step needs.
 pub(super) async fn confirm_fresh(
     ctx: &Reconciler,
-    fleet: &CelldFleet,
+    fleet: &Arc<CelldFleet>,
     action: &Action,
     reading: Reading,
     capacity: &CapacitySignal,
-) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), kube::Error> {
+) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), Arc<kube::Error>> {
     let now = reading.now.wall;
     ctx.metrics.fresh_reads.inc();
-    let Some((fresh_fleet, g)) = fresh::read(&ctx.client, fleet).await? else {
+    let Some((fresh_fleet, g)) = ctx.fresh.read(fleet.clone()).await? else {
         return Ok((
             Confirmation::Hold("the CelldFleet is gone from the API server".into()),
             None,

@@ -51,6 +51,8 @@ pub(super) struct Reconciler {
     /// The fleets reconciled at once (`controller::CONCURRENCY`): a fair semaphore, so a
     /// due fleet waits in line, first come first served, however busy the others are.
     pub(super) slots: tokio::sync::Semaphore,
+    /// The fresh reads, shared by the fleets of a namespace that ask together.
+    pub(super) fresh: Arc<super::fresh::SharedReads>,
 }
 
 /// Why a reconcile failed (it is retried with back-off).
@@ -69,7 +71,7 @@ pub enum ReconcileError {
     Status(#[source] kube::Error),
     /// The fresh read that must precede a destructive write failed (nothing written).
     #[error("fresh read before a destructive write failed: {0}")]
-    FreshRead(#[source] kube::Error),
+    FreshRead(#[source] Arc<kube::Error>),
     /// The capacity history could not be encoded within its bounds (nothing written).
     #[error("capacity history: {0}")]
     History(#[source] crate::capacity::HistoryError),

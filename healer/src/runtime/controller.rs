@@ -179,6 +179,12 @@ impl Controller {
             memory,
             clocks: s.clocks.clone(),
             slots: tokio::sync::Semaphore::new(CONCURRENCY),
+            fresh: {
+                let rounds = s.metrics.fresh_read_rounds.clone();
+                super::fresh::SharedReads::new(s.client.clone(), move |_| {
+                    rounds.inc();
+                })
+            },
         });
         let poked =
             futures::stream::unfold(

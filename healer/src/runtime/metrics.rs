@@ -24,6 +24,7 @@
 //! | `celld_healer_capacity_history_writes_total` | counter | patches of the capacity history annotation |
 //! | `celld_healer_status_writes_total` | counter | status patches sent |
 //! | `celld_healer_fresh_reads_total` | counter | fresh reads of a fleet, each confirming a destructive write |
+//! | `celld_healer_fresh_read_rounds_total` | counter | fresh reads sent to the API server, each serving the fleets of a namespace that asked before it started (`runtime/fresh/shared.rs`) |
 //! | `celld_healer_force_deletes_ridden_total` | counter | force deletes sent with their fleet's first, on its fresh read |
 //! | `celld_healer_application_observations_total` | counter | observations of a fleet's members' application view, each on the fleet's own clock (`runtime/members.rs`), not a reconcile |
 //! | `celld_fleet_capacity_desired_members` | gauge | `namespace`, `fleet`: what the capacity evaluator wants |
@@ -160,6 +161,8 @@ pub struct Metrics {
     served_count: OnceLock<ServedCount>,
     /// Fresh reads made to confirm a destructive write.
     pub fresh_reads: Counter,
+    /// Fresh reads sent, each serving one fleet or more of a namespace.
+    pub fresh_read_rounds: Counter,
     /// Force deletes sent with the fleet's first, on its fresh read.
     pub force_deletes_ridden: Counter,
     /// Status patches sent (each with the fleet's resourceVersion as precondition).
@@ -223,6 +226,7 @@ impl Metrics {
         let fleets_served = Gauge::default();
         let fleets_reconciled = Gauge::default();
         let fresh_reads = Counter::default();
+        let fresh_read_rounds = Counter::default();
         let force_deletes_ridden = Counter::default();
         let status_writes = Counter::default();
         let application_observations = Counter::default();
@@ -282,6 +286,11 @@ impl Metrics {
             "celld_healer_fresh_reads",
             "Fresh reads of a fleet from the API server, each confirming one destructive write",
             fresh_reads.clone(),
+        );
+        registry.register(
+            "celld_healer_fresh_read_rounds",
+            "Fresh reads sent to the API server, each serving every fleet of a namespace that asked for one before it started",
+            fresh_read_rounds.clone(),
         );
         registry.register(
             "celld_healer_force_deletes_ridden",
@@ -392,6 +401,7 @@ impl Metrics {
             reconciled: Mutex::new(HashSet::new()),
             served_count: OnceLock::new(),
             fresh_reads,
+            fresh_read_rounds,
             force_deletes_ridden,
             status_writes,
             application_observations,

@@ -340,6 +340,26 @@ impl Sim {
             && confirm::needs_confirmation(a)
             && !self.skip_confirmation
         {
+            if self.join_reads_under_way {
+                // A read sent up to 3 s before this one asked, for another fleet, still
+                // under way: its answer taken as this confirmation's.
+                let sent = self
+                    .reads_under_way
+                    .iter()
+                    .filter(|(t, _)| self.now - t <= 3_000)
+                    .map(|(_, s)| s.clone())
+                    .collect::<Vec<_>>();
+                if !sent.is_empty() {
+                    let i = self.rng.range(0, sent.len() as i64 - 1) as usize;
+                    self.reads_under_way.push_back((self.now, truth.clone()));
+                    truth = sent[i].clone();
+                } else {
+                    self.reads_under_way.push_back((self.now, truth.clone()));
+                }
+                while self.reads_under_way.len() > 16 {
+                    self.reads_under_way.pop_front();
+                }
+            }
             self.healer_view(&mut truth, false);
             if !self.fresh_reservation {
                 // What the runtime did before: the fresh read re-listed the fleet's own

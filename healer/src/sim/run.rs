@@ -187,6 +187,8 @@ pub enum Mutation {
     /// The confirmation before a write takes the bucket reservation from the (lagging)
     /// cache instead of reading it fresh.
     CachedReservation,
+    /// A confirmation takes the answer of a shared fresh read sent before it asked.
+    JoinReadUnderWay,
 }
 
 /// The mutation checks: runs one seed with `m` switched off. Returns the violation, if
@@ -197,6 +199,7 @@ pub fn run_seed_mutated(seed: u64, m: Mutation) -> Option<Violation> {
     match m {
         Mutation::Unconfirmed => sim.skip_confirmation = true,
         Mutation::NoPreconditions => sim.ignore_preconditions = true,
+        Mutation::JoinReadUnderWay => sim.join_reads_under_way = true,
         Mutation::CachedReservation => {
             sim.fresh_reservation = false;
             sim.focus = Some(super::world::Fault::ReservedElsewhere);

@@ -106,6 +106,19 @@ fn sim_fails_without_the_fresh_read_confirmation() {
     eprintln!("without confirmation, seed {seed}: {}", v.0);
 }
 
+/// A shared fresh read serves only the fleets that asked before it started
+/// (`runtime::fresh::SharedReads`): a confirmation that took the answer of a read already
+/// under way, sent up to 3 s before it asked, confirms writes the present state does
+/// not justify.
+#[test]
+fn sim_fails_when_a_shared_read_started_before_the_request() {
+    let found = (0..4_000).find_map(|seed| {
+        super::run_seed_mutated(seed, super::Mutation::JoinReadUnderWay).map(|v| (seed, v))
+    });
+    let (seed, v) = found.expect("no seed failed with reads under way joined");
+    eprintln!("a read under way joined, seed {seed}: {}", v.0);
+}
+
 /// The uid and resourceVersion preconditions are what keep a deposed replica's late
 /// writes harmless: with them waived, a late write is unjustified within a few thousand
 /// seeds.

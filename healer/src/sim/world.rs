@@ -270,6 +270,12 @@ pub(super) struct Sim {
     pub(super) fresh_reservation: bool,
     /// A mutation check's fault, drawn half the time (`None`: the usual mix).
     pub(super) focus: Option<Fault>,
+    /// Test only: a confirmation may take the answer of a shared fresh read sent before
+    /// it asked (for another fleet of the namespace, still under way), which the
+    /// runtime's `fresh::SharedReads` never does (the mutation check).
+    pub(super) join_reads_under_way: bool,
+    /// The states recent reconciles read, as such reads under way: (when, the state).
+    pub(super) reads_under_way: VecDeque<(i64, s::Snapshot)>,
 }
 
 /// An object of another fleet that shares the identity, or a claim at a huge ordinal.
@@ -447,6 +453,8 @@ impl Sim {
             ignore_preconditions: false,
             fresh_reservation: true,
             focus: None,
+            join_reads_under_way: false,
+            reads_under_way: VecDeque::new(),
         };
         sim.fleet.finalizer = !sim.rng.chance(10);
         sim.faults_left = sim.rng.range(2, 4) as u32;

@@ -94,16 +94,19 @@ async fn all_names(client: &Client, ns: &str) -> Result<Vec<String>, kube::Error
     names(client.request::<Table>(req).await?)
 }
 
-/// The claims of fleet `name` (identity `identity`) in `ns`, as [`super::concerns`]
-/// defines them, read from the API server.
+/// The claims of the fleets `fleets` (name, identity) of namespace `ns`, as
+/// [`super::concerns`] defines them for each, read from the API server: the claims
+/// carrying any of the identities (one set-based selector), then the claims at their
+/// member names that the label did not bring. Each fleet's own are those it
+/// `concerns`; a fleet read alone gets exactly what this read of several gives it.
 pub(super) async fn read(
     client: &Client,
     ns: &str,
-    name: &str,
-    identity: &str,
+    fleets: &[(&str, &str)],
 ) -> Result<Vec<PersistentVolumeClaim>, kube::Error> {
     let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
-    let labelled = ListParams::default().labels(&format!("{IDENTITY}={identity}"));
+    let labelled =
+        ListParams::default().labels(&super::one_of(IDENTITY, fleets.iter().map(|f| f.1)));
     let (all, labelled) = futures::try_join!(all_names(client, ns), api.list(&labelled))?;
     let mut claims = labelled.items;
     let found: HashSet<String> = claims
@@ -112,7 +115,12 @@ pub(super) async fn read(
         .collect();
     let missing: HashSet<&String> = all
         .iter()
-        .filter(|n| claim_ordinal(name, n).is_some() && !found.contains(*n))
+        .filter(|n| {
+            !found.contains(*n)
+                && fleets
+                    .iter()
+                    .any(|(name, _)| claim_ordinal(name, n).is_some())
+        })
         .collect();
     if missing.len() > BY_NAME_AT_MOST {
         let every = api.list(&ListParams::default()).await?;

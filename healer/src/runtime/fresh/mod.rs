@@ -2,12 +2,13 @@
 //! the confirmation every destructive write needs (see `crate::confirm`).
 //!
 //! Only `list` is used (with a `metadata.name` field selector where one object is
-//! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation, all at
-//! once: one list each of the CelldFleet, the workload of its kind named after it (then
-//! of the other kind if there is none: [`workloads`]), Pods carrying its identity, Pods
-//! held by its handoffs and its bucket reservation; the node of each of those Pods that
-//! is terminating (rule F2 force-deletes a Pod only if its node is unreachable on this
-//! read too: one list per such node, none in the steady state); its
+//! wanted), so the healer's RBAC stays list/watch: no `get`. Per confirmation of one
+//! fleet, all at once: one list each of the CelldFleet, the workload of its kind named
+//! after it (then of the other kind if there is none: [`Workloads::needs`]), Pods
+//! carrying its identity, Pods held by its handoffs and its bucket reservation; the node
+//! of each of those Pods that is terminating (rule F2 force-deletes a Pod only if its
+//! node is unreachable on this read too: one list per such node, or one of all nodes
+//! for more than two, none in the steady state); its
 //! claims ([`claims`]: the namespace's claim names and the claims carrying the identity,
 //! then any other claim at a member name); plus its ReplicaSets (metadata only) for a
 //! Deployment fleet. Unlike the caches, the workloads are read by name whatever their
@@ -16,8 +17,15 @@
 //! to another identity (rule V3) stops growth and healing even while the reservation
 //! watch lags (the simulation's `sim_fails_when_the_reservation_is_not_read_fresh` shows
 //! what happens otherwise).
+//!
+//! Fleets of one namespace that ask at the same moment share one read ([`shared`],
+//! [`read_many`]): the same requests, each naming all of them, and each fleet keeps what
+//! its own read would have selected.
 
 mod claims;
+mod shared;
+
+pub use shared::{Answer, SharedReads};
 
 use std::collections::HashSet;
 
@@ -50,7 +58,7 @@ pub struct Gathered {
     pub nodes: Option<Vec<(String, Option<Node>)>>,
 }
 
-/// Number of list requests one fresh read makes when the fleet's workload exists (one
+/// Number of list requests one fresh read of one fleet makes when its workload exists (one
 /// more when it does not), no claim of another identity sits at a member name (each
 /// such claim adds one) and no Pod is terminating (each node under one adds one), for
 /// the request-cost figures.
@@ -76,8 +84,34 @@ pub fn concerns(name: &str, identity: &str, c: &PersistentVolumeClaim) -> bool {
             .is_some_and(|n| claim_ordinal(name, n).is_some())
 }
 
-/// The object of kind `K` named `name`, whatever its labels.
-async fn named<K>(client: &Client, ns: &str, name: &str) -> Result<Option<Arc<K>>, kube::Error>
+/// Where a fresh read looks: one fleet's objects by name, or the whole namespace for
+/// several fleets read at once ([`read_many`]).
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// The one fleet named so: its CelldFleet and workloads by name.
+    One(&'a str),
+    /// Every object of the kind in the namespace (several fleets, one request per kind).
+    Namespace,
+}
+
+impl Scope<'_> {
+    fn params(self) -> ListParams {
+        match self {
+            Scope::One(name) => by_name(name),
+            Scope::Namespace => ListParams::default(),
+        }
+    }
+}
+
+/// A set-based label selector: `key` is one of `values` (sorted, each once).
+fn one_of<'a>(key: &str, values: impl IntoIterator<Item = &'a str>) -> String {
+    let values: std::collections::BTreeSet<&str> = values.into_iter().collect();
+    let list: Vec<&str> = values.into_iter().collect();
+    format!("{key} in ({})", list.join(","))
+}
+
+/// The objects of kind `K` in `ns` that `scope` selects, whatever their labels.
+async fn listed<K>(client: &Client, ns: &str, scope: Scope<'_>) -> Result<Vec<K>, kube::Error>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -86,40 +120,9 @@ where
     K::DynamicType: Default,
 {
     Ok(Api::<K>::namespaced(client.clone(), ns)
-        .list(&by_name(name))
+        .list(&scope.params())
         .await?
-        .items
-        .into_iter()
-        .next()
-        .map(Arc::new))
-}
-
-/// The workloads named after the fleet, whatever their labels: the fleet's own kind, and
-/// the other kind only when there is none of its own. The snapshot takes the other kind
-/// only then (a workload of the wrong kind named like the fleet, rule W2), so this is
-/// the same snapshot for one list fewer in the common case, at one more round trip when
-/// the fleet's own workload is missing.
-async fn workloads(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    stateful_set: bool,
-) -> Result<(Option<Arc<StatefulSet>>, Option<Arc<Deployment>>), kube::Error> {
-    if stateful_set {
-        let sts = named::<StatefulSet>(client, ns, name).await?;
-        let dep = match sts {
-            Some(_) => None,
-            None => named::<Deployment>(client, ns, name).await?,
-        };
-        Ok((sts, dep))
-    } else {
-        let dep = named::<Deployment>(client, ns, name).await?;
-        let sts = match dep {
-            Some(_) => None,
-            None => named::<StatefulSet>(client, ns, name).await?,
-        };
-        Ok((sts, dep))
-    }
+        .items)
 }
 
 /// What the fresh read of a fleet's other objects is keyed by: its identity, its bucket
@@ -144,122 +147,404 @@ impl Keys {
     }
 }
 
-/// The objects found by identity, reservation name and kind (the part of [`Gathered`]
-/// that depends on the fleet's spec).
+/// The objects found by identity and reservation name for some fleets of a namespace
+/// (the part of [`Gathered`] that depends on the fleets' specs), before each fleet takes
+/// its own ([`Keyed::of`]).
 struct Keyed {
+    /// Pods carrying one of the identities.
+    labelled: Vec<Pod>,
+    /// Pods held by a handoff of one of the identities.
+    held: Vec<Pod>,
+    claims: Vec<PersistentVolumeClaim>,
+    reservations: Vec<CelldBucketReservation>,
+    replica_sets: Vec<ReplicaSet>,
+}
+
+/// One fleet's share of a [`Keyed`] read: what a read of that fleet alone would have
+/// brought.
+struct Own {
     pods: Vec<Pod>,
     claims: Vec<PersistentVolumeClaim>,
     reservation: Option<Arc<CelldBucketReservation>>,
     replica_sets: Vec<ReplicaSet>,
 }
 
-async fn keyed(client: &Client, ns: &str, name: &str, k: &Keys) -> Result<Keyed, kube::Error> {
-    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
-    let reservations_api = Api::<CelldBucketReservation>::all(client.clone());
-    let by_label = |key: &str| ListParams::default().labels(&format!("{key}={}", k.identity));
-    let (identity, replacement) = (by_label(IDENTITY), by_label(REPLACEMENT_INDEX));
-    let reserved = by_name(&k.reservation);
-    let (labelled, held, claims, reservation, replica_sets) = futures::try_join!(
-        pods_api.list(&identity),
-        pods_api.list(&replacement),
-        claims::read(client, ns, name, &k.identity),
-        reservations_api.list(&reserved),
-        async {
-            if k.stateful_set {
-                return Ok(Vec::new());
+/// Whether `m` carries label `key` with value `value`.
+fn labelled(m: &kube::api::ObjectMeta, key: &str, value: &str) -> bool {
+    m.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .is_some_and(|v| v == value)
+}
+
+impl Keyed {
+    /// Reads, for the fleets `fleets` (name, keys) of `ns`: their Pods, claims, bucket
+    /// reservations and (for Deployment fleets) ReplicaSets. The Pods, claims and
+    /// ReplicaSets by a set-based selector on the identities; the reservations by name
+    /// for one fleet, else all of them in one list (they are cluster-scoped).
+    async fn read(
+        client: &Client,
+        ns: &str,
+        scope: Scope<'_>,
+        fleets: &[(&str, &Keys)],
+    ) -> Result<Keyed, kube::Error> {
+        let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+        let reservations_api = Api::<CelldBucketReservation>::all(client.clone());
+        let ids = || fleets.iter().map(|(_, k)| k.identity.as_str());
+        let identity = ListParams::default().labels(&one_of(IDENTITY, ids()));
+        let replacement = ListParams::default().labels(&one_of(REPLACEMENT_INDEX, ids()));
+        let reserved = match (scope, fleets) {
+            (Scope::One(_), [(_, k)]) => by_name(&k.reservation),
+            _ => ListParams::default(),
+        };
+        let deployments: Vec<&str> = fleets
+            .iter()
+            .filter(|(_, k)| !k.stateful_set)
+            .map(|(_, k)| k.identity.as_str())
+            .collect();
+        let names: Vec<(&str, &str)> = fleets
+            .iter()
+            .map(|(n, k)| (*n, k.identity.as_str()))
+            .collect();
+        let (labelled, held, claims, reservations, replica_sets) = futures::try_join!(
+            pods_api.list(&identity),
+            pods_api.list(&replacement),
+            claims::read(client, ns, &names),
+            reservations_api.list(&reserved),
+            async {
+                if deployments.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let of = ListParams::default().labels(&one_of(IDENTITY, deployments.clone()));
+                Api::<ReplicaSet>::namespaced(client.clone(), ns)
+                    .list_metadata(&of)
+                    .await
+                    .map(|l| l.items)
+            },
+        )?;
+        Ok(Keyed {
+            labelled: labelled.items,
+            held: held.items,
+            claims,
+            reservations: reservations.items,
+            replica_sets: replica_sets
+                .into_iter()
+                .map(|r| ReplicaSet {
+                    metadata: r.metadata,
+                    ..ReplicaSet::default()
+                })
+                .collect(),
+        })
+    }
+
+    /// The objects of fleet `name` with keys `k`: each kept by the rule the read of that
+    /// fleet alone selects it by (the identity label, the replacement label, `concerns`,
+    /// the reservation's name).
+    fn of(&self, name: &str, k: &Keys) -> Own {
+        let mut seen = HashSet::new();
+        let pods = self
+            .labelled
+            .iter()
+            .filter(|p| labelled(&p.metadata, IDENTITY, &k.identity))
+            .chain(
+                self.held
+                    .iter()
+                    .filter(|p| labelled(&p.metadata, REPLACEMENT_INDEX, &k.identity)),
+            )
+            .filter(|p| seen.insert(p.metadata.uid.clone()))
+            .cloned()
+            .collect();
+        Own {
+            pods,
+            claims: self
+                .claims
+                .iter()
+                .filter(|c| concerns(name, &k.identity, c))
+                .cloned()
+                .collect(),
+            reservation: self
+                .reservations
+                .iter()
+                .find(|r| r.metadata.name.as_deref() == Some(k.reservation.as_str()))
+                .cloned()
+                .map(Arc::new),
+            replica_sets: if k.stateful_set {
+                Vec::new()
+            } else {
+                self.replica_sets
+                    .iter()
+                    .filter(|r| labelled(&r.metadata, IDENTITY, &k.identity))
+                    .cloned()
+                    .collect()
+            },
+        }
+    }
+}
+
+/// The workloads read so far, of each kind (`None`: that kind not read yet).
+#[derive(Default)]
+struct Workloads {
+    stateful_sets: Option<Vec<StatefulSet>>,
+    deployments: Option<Vec<Deployment>>,
+}
+
+impl Workloads {
+    /// Reads the kinds asked for and not read yet.
+    async fn complete(
+        &mut self,
+        client: &Client,
+        ns: &str,
+        scope: Scope<'_>,
+        stateful_sets: bool,
+        deployments: bool,
+    ) -> Result<(), kube::Error> {
+        let (sts, dep) = futures::try_join!(
+            async {
+                if stateful_sets && self.stateful_sets.is_none() {
+                    return listed::<StatefulSet>(client, ns, scope).await.map(Some);
+                }
+                Ok(None)
+            },
+            async {
+                if deployments && self.deployments.is_none() {
+                    return listed::<Deployment>(client, ns, scope).await.map(Some);
+                }
+                Ok(None)
+            },
+        )?;
+        if sts.is_some() {
+            self.stateful_sets = sts;
+        }
+        if dep.is_some() {
+            self.deployments = dep;
+        }
+        Ok(())
+    }
+
+    /// The kinds fleet `name` (of the kind `stateful_set` says) still needs: its own kind,
+    /// and the other only when there is none of its own. The snapshot takes the other
+    /// kind only then (a workload of the wrong kind named like the fleet, rule W2), so
+    /// this is the same snapshot for one list fewer in the common case, at one more
+    /// round trip when the fleet's own workload is missing. `(stateful sets,
+    /// deployments)`.
+    fn needs(&self, name: &str, stateful_set: bool) -> (bool, bool) {
+        // (own kind, other kind) as (stateful sets, deployments).
+        let kinds = |own: bool| {
+            if stateful_set == own {
+                (true, false)
+            } else {
+                (false, true)
             }
-            Api::<ReplicaSet>::namespaced(client.clone(), ns)
-                .list_metadata(&identity)
-                .await
-                .map(|l| l.items)
-        },
-    )?;
-    let mut seen = HashSet::new();
-    let pods = labelled
-        .items
-        .into_iter()
-        .chain(held.items)
-        .filter(|p| seen.insert(p.metadata.uid.clone()))
-        .collect();
-    Ok(Keyed {
-        pods,
-        claims: claims
-            .into_iter()
-            .filter(|c| concerns(name, &k.identity, c))
-            .collect(),
-        reservation: reservation
-            .items
-            .into_iter()
-            .find(|r| r.metadata.name.as_deref() == Some(k.reservation.as_str()))
-            .map(Arc::new),
-        replica_sets: replica_sets
-            .into_iter()
-            .map(|r| ReplicaSet {
-                metadata: r.metadata,
-                ..ReplicaSet::default()
-            })
-            .collect(),
-    })
+        };
+        let (own, other_read) = if stateful_set {
+            (self.sts(name), self.deployments.is_some())
+        } else {
+            (self.dep(name), self.stateful_sets.is_some())
+        };
+        match own {
+            None => kinds(true),
+            Some(Some(())) => (false, false),
+            Some(None) if other_read => (false, false),
+            Some(None) => kinds(false),
+        }
+    }
+
+    /// `None`: not read; `Some(None)`: read, none named `name`.
+    fn sts(&self, name: &str) -> Option<Option<()>> {
+        self.stateful_sets.as_ref().map(|l| {
+            l.iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name))
+                .then_some(())
+        })
+    }
+
+    fn dep(&self, name: &str) -> Option<Option<()>> {
+        self.deployments.as_ref().map(|l| {
+            l.iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name))
+                .then_some(())
+        })
+    }
+
+    /// Fleet `name`'s workloads as the snapshot takes them: its own kind's, else the
+    /// other kind's.
+    fn of(
+        &self,
+        name: &str,
+        stateful_set: bool,
+    ) -> (Option<Arc<StatefulSet>>, Option<Arc<Deployment>>) {
+        let sts = || {
+            self.stateful_sets
+                .iter()
+                .flatten()
+                .find(|o| o.metadata.name.as_deref() == Some(name))
+                .cloned()
+                .map(Arc::new)
+        };
+        let dep = || {
+            self.deployments
+                .iter()
+                .flatten()
+                .find(|o| o.metadata.name.as_deref() == Some(name))
+                .cloned()
+                .map(Arc::new)
+        };
+        if stateful_set {
+            match sts() {
+                Some(s) => (Some(s), None),
+                None => (None, dep()),
+            }
+        } else {
+            match dep() {
+                Some(d) => (None, Some(d)),
+                None => (sts(), None),
+            }
+        }
+    }
 }
 
 /// Reads the fleet and its objects from the API server. `Ok(None)` when the CelldFleet
-/// is gone (or was replaced: another uid).
-///
-/// The lists run at once (one round trip, not seven: the confirmation sits between a
-/// deadline and its write; two when the fleet's workload is missing). The ones keyed by
-/// the fleet's spec use the cached spec; if
-/// the fresh CelldFleet's keys differ, those are read again with the fresh keys, so every
-/// object read matches the fleet `decide` is given.
+/// is gone (or was replaced: another uid). [`read_many`] for one fleet.
 pub async fn read(
     client: &Client,
-    fleet: &CelldFleet,
+    fleet: &Arc<CelldFleet>,
 ) -> Result<Option<(CelldFleet, Gathered)>, kube::Error> {
-    let ns = fleet.metadata.namespace.as_deref().unwrap_or_default();
-    let name = fleet.metadata.name.as_deref().unwrap_or_default();
-    let cached = Keys::of(fleet);
-    let fleets_api = Api::<CelldFleet>::namespaced(client.clone(), ns);
-    let this_fleet = by_name(name);
-    let (fleets, named_cached, keyed_cached) = futures::try_join!(
-        fleets_api.list(&this_fleet),
-        workloads(client, ns, name, cached.stateful_set),
-        keyed(client, ns, name, &cached),
-    )?;
-    let Some(fresh) = fleets
-        .items
-        .into_iter()
-        .find(|f| f.metadata.uid == fleet.metadata.uid)
-    else {
-        return Ok(None);
-    };
-    let keys = Keys::of(&fresh);
-    let ((sts, dep), k) = if keys == cached {
-        (named_cached, keyed_cached)
-    } else {
-        futures::try_join!(
-            workloads(client, ns, name, keys.stateful_set),
-            keyed(client, ns, name, &keys),
-        )?
-    };
-    let nodes = nodes_under_terminating(client, &k.pods).await?;
-    Ok(Some((
-        fresh,
-        Gathered {
-            workload_sts: sts,
-            workload_dep: dep,
-            pods: k.pods,
-            claims: k.claims,
-            replica_sets: k.replica_sets,
-            reservation: Some(k.reservation),
-            nodes: Some(nodes),
-        },
-    )))
+    Ok(read_many(client, std::slice::from_ref(fleet))
+        .await?
+        .pop()
+        .flatten())
 }
 
-/// The nodes of the terminating Pods among `pods`, each read by name (`None`: gone).
-async fn nodes_under_terminating(
+/// Reads fleets of one namespace and their objects from the API server, for each what a
+/// read of it alone would have brought at that moment (`None`: the CelldFleet is gone,
+/// or was replaced: another uid).
+///
+/// One fleet is read by name: its CelldFleet, its workloads and its reservation. Several
+/// are read in one request per kind: the namespace's CelldFleets and workloads, every
+/// reservation, and their Pods, claims and ReplicaSets by a selector naming all their
+/// identities; each fleet then keeps what the read of it alone selects, by the same
+/// rules. So a burst of fleets due together costs a few requests, not seven or more
+/// each.
+///
+/// The lists run at once (one round trip: the confirmation sits between a deadline and
+/// its write; two when a fleet's workload is missing). The ones keyed by a fleet's spec
+/// use the cached spec; a fleet whose fresh CelldFleet has other keys has those read
+/// again with the fresh keys, so every object read matches the fleet `decide` is given.
+pub async fn read_many(
     client: &Client,
-    pods: &[Pod],
-) -> Result<Vec<(String, Option<Node>)>, kube::Error> {
+    fleets: &[Arc<CelldFleet>],
+) -> Result<Vec<Option<(CelldFleet, Gathered)>>, kube::Error> {
+    let Some(first) = fleets.first() else {
+        return Ok(Vec::new());
+    };
+    let ns = first.metadata.namespace.as_deref().unwrap_or_default();
+    let name_of = |f: &CelldFleet| f.metadata.name.clone().unwrap_or_default();
+    let names: Vec<String> = fleets.iter().map(|f| name_of(f)).collect();
+    let scope = match names.as_slice() {
+        [one] => Scope::One(one),
+        _ => Scope::Namespace,
+    };
+    let cached: Vec<Keys> = fleets.iter().map(|f| Keys::of(f)).collect();
+    let pairs: Vec<(&str, &Keys)> = names.iter().map(String::as_str).zip(&cached).collect();
+    let mut workloads = Workloads::default();
+    let (any_sts, any_dep) = (
+        cached.iter().any(|k| k.stateful_set),
+        cached.iter().any(|k| !k.stateful_set),
+    );
+    let (listed_fleets, keyed_cached, ()) = futures::try_join!(
+        listed::<CelldFleet>(client, ns, scope),
+        Keyed::read(client, ns, scope, &pairs),
+        workloads.complete(client, ns, scope, any_sts, any_dep),
+    )?;
+    // Each fleet's fresh CelldFleet (the same uid), and its keys.
+    let fresh: Vec<Option<(CelldFleet, Keys)>> = fleets
+        .iter()
+        .map(|f| {
+            listed_fleets
+                .iter()
+                .find(|l| l.metadata.uid == f.metadata.uid)
+                .cloned()
+                .map(|l| {
+                    let k = Keys::of(&l);
+                    (l, k)
+                })
+        })
+        .collect();
+    // A fleet whose keys changed has its keyed objects read again with the fresh ones.
+    let rekeyed = futures::future::try_join_all(fresh.iter().zip(&cached).zip(&names).map(
+        |((f, old), name)| async move {
+            match f {
+                Some((_, k)) if k != old => {
+                    Keyed::read(client, ns, Scope::One(name), &[(name.as_str(), k)])
+                        .await
+                        .map(Some)
+                }
+                _ => Ok(None),
+            }
+        },
+    ))
+    .await?;
+    // The workloads each fleet still needs (its own kind read, else the other kind).
+    let (need_sts, need_dep) = fresh
+        .iter()
+        .zip(&names)
+        .fold((false, false), |acc, (f, n)| {
+            let Some((_, k)) = f else { return acc };
+            let (s, d) = workloads.needs(n, k.stateful_set);
+            (acc.0 || s, acc.1 || d)
+        });
+    workloads
+        .complete(client, ns, scope, need_sts, need_dep)
+        .await?;
+    let mut out: Vec<Option<(CelldFleet, Own, Keys)>> = fresh
+        .into_iter()
+        .zip(rekeyed)
+        .zip(&names)
+        .map(|((f, again), name)| {
+            let (fleet, k) = f?;
+            let own = again.as_ref().unwrap_or(&keyed_cached).of(name, &k);
+            Some((fleet, own, k))
+        })
+        .collect();
+    let mut under: Vec<&str> = out
+        .iter()
+        .flatten()
+        .flat_map(|(_, own, _)| node_names(&own.pods))
+        .collect();
+    under.sort_unstable();
+    under.dedup();
+    let nodes = nodes_named(client, &under).await?;
+    Ok(out
+        .drain(..)
+        .zip(&names)
+        .map(|(f, name)| {
+            let (fleet, own, k) = f?;
+            let (sts, dep) = workloads.of(name, k.stateful_set);
+            let nodes = node_names(&own.pods)
+                .into_iter()
+                .map(|n| {
+                    let node = nodes.get(n).cloned().flatten();
+                    (n.to_string(), node)
+                })
+                .collect();
+            Some((
+                fleet,
+                Gathered {
+                    workload_sts: sts,
+                    workload_dep: dep,
+                    pods: own.pods,
+                    claims: own.claims,
+                    replica_sets: own.replica_sets,
+                    reservation: Some(own.reservation),
+                    nodes: Some(nodes),
+                },
+            ))
+        })
+        .collect())
+}
+
+/// The nodes of the terminating Pods among `pods` (sorted, each once).
+fn node_names(pods: &[Pod]) -> Vec<&str> {
     let mut names: Vec<&str> = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_some())
@@ -267,22 +552,193 @@ async fn nodes_under_terminating(
         .collect();
     names.sort_unstable();
     names.dedup();
+    names
+}
+
+/// At most this many nodes are read one by one; more are read in one list of all nodes.
+const NODES_BY_NAME_AT_MOST: usize = 2;
+
+/// The nodes `names` (`None`: gone): each by name when there are at most
+/// [`NODES_BY_NAME_AT_MOST`], else every node in one list (a burst strands Pods on many
+/// nodes at once).
+async fn nodes_named(
+    client: &Client,
+    names: &[&str],
+) -> Result<std::collections::HashMap<String, Option<Node>>, kube::Error> {
     let api = Api::<Node>::all(client.clone());
-    let lists = futures::future::try_join_all(names.iter().map(|n| {
-        let api = api.clone();
-        let params = by_name(n);
-        async move { api.list(&params).await }
-    }))
-    .await?;
-    Ok(names
+    let found: Vec<Node> = if names.len() > NODES_BY_NAME_AT_MOST {
+        api.list(&ListParams::default()).await?.items
+    } else {
+        futures::future::try_join_all(names.iter().map(|n| {
+            let api = api.clone();
+            let params = by_name(n);
+            async move { api.list(&params).await }
+        }))
+        .await?
         .into_iter()
-        .zip(lists)
-        .map(|(n, l)| {
-            let node = l
-                .items
-                .into_iter()
-                .find(|o| o.metadata.name.as_deref() == Some(n));
+        .flat_map(|l| l.items)
+        .collect()
+    };
+    Ok(names
+        .iter()
+        .map(|n| {
+            let node = found
+                .iter()
+                .find(|o| o.metadata.name.as_deref() == Some(*n))
+                .cloned();
             (n.to_string(), node)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn meta(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("apps".into()),
+            uid: Some(format!("uid-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn keys(identity: &str, reservation: &str, stateful_set: bool) -> Keys {
+        Keys {
+            identity: identity.into(),
+            reservation: reservation.into(),
+            stateful_set,
+        }
+    }
+
+    fn names<'a>(it: impl IntoIterator<Item = &'a ObjectMeta>) -> Vec<&'a str> {
+        it.into_iter().filter_map(|m| m.name.as_deref()).collect()
+    }
+
+    #[test]
+    fn a_set_selector_names_each_value_once_in_order() {
+        assert_eq!(one_of("k", ["b", "a", "b"]), "k in (a,b)");
+        assert_eq!(one_of("k", ["a"]), "k in (a)");
+    }
+
+    /// Read with others, a fleet keeps exactly what a read of it alone selects: the Pods
+    /// labelled with its identity or held by its handoffs (each once), the claims it
+    /// `concerns` (another identity's claim at its member name included), its own
+    /// reservation, and ReplicaSets only for a Deployment fleet.
+    #[test]
+    fn each_fleet_keeps_what_its_own_read_selects() {
+        let pod = |name: &str, labels: &[(&str, &str)]| Pod {
+            metadata: meta(name, labels),
+            ..Pod::default()
+        };
+        let claim = |name: &str, labels: &[(&str, &str)]| PersistentVolumeClaim {
+            metadata: meta(name, labels),
+            ..PersistentVolumeClaim::default()
+        };
+        let both = [(IDENTITY, "ida"), (REPLACEMENT_INDEX, "ida")];
+        let read = Keyed {
+            labelled: vec![
+                pod("alpha-0", &[(IDENTITY, "ida")]),
+                pod("alpha-1", &both),
+                pod("beta-0", &[(IDENTITY, "idb")]),
+            ],
+            held: vec![
+                pod("alpha-1", &both),
+                pod("held-for-alpha", &[(REPLACEMENT_INDEX, "ida")]),
+                pod("held-for-beta", &[(REPLACEMENT_INDEX, "idb")]),
+            ],
+            claims: vec![
+                claim("data-alpha-0", &[(IDENTITY, "ida")]),
+                claim("data-beta-0", &[(IDENTITY, "idb")]),
+                // Another identity's disk at alpha's member name.
+                claim("data-alpha-2", &[(IDENTITY, "idz")]),
+            ],
+            reservations: vec![CelldBucketReservation::new(
+                "res-a",
+                celld_api::CelldBucketReservationSpec {
+                    bucket: "a".into(),
+                    prefix: None,
+                    identity: "ida".into(),
+                    fleet_namespace: "apps".into(),
+                    fleet_name: "alpha".into(),
+                },
+            )],
+            replica_sets: vec![ReplicaSet {
+                metadata: meta("alpha-rs", &[(IDENTITY, "ida")]),
+                ..ReplicaSet::default()
+            }],
+        };
+        let alpha = read.of("alpha", &keys("ida", "res-a", false));
+        assert_eq!(
+            names(alpha.pods.iter().map(|p| &p.metadata)),
+            ["alpha-0", "alpha-1", "held-for-alpha"]
+        );
+        assert_eq!(
+            names(alpha.claims.iter().map(|c| &c.metadata)),
+            ["data-alpha-0", "data-alpha-2"]
+        );
+        assert!(alpha.reservation.is_some());
+        assert_eq!(
+            names(alpha.replica_sets.iter().map(|r| &r.metadata)),
+            ["alpha-rs"]
+        );
+        let beta = read.of("beta", &keys("idb", "res-b", true));
+        assert_eq!(
+            names(beta.pods.iter().map(|p| &p.metadata)),
+            ["beta-0", "held-for-beta"]
+        );
+        assert_eq!(
+            names(beta.claims.iter().map(|c| &c.metadata)),
+            ["data-beta-0"]
+        );
+        assert!(beta.reservation.is_none());
+        assert!(beta.replica_sets.is_empty());
+    }
+
+    /// A fleet takes the workload of its own kind named after it, and needs the other
+    /// kind read only when there is none of its own.
+    #[test]
+    fn the_other_kind_is_read_only_when_the_own_is_missing() {
+        let sts = |name: &str| StatefulSet {
+            metadata: meta(name, &[]),
+            ..StatefulSet::default()
+        };
+        let dep = |name: &str| Deployment {
+            metadata: meta(name, &[]),
+            ..Deployment::default()
+        };
+        let mut w = Workloads::default();
+        assert_eq!(w.needs("alpha", true), (true, false));
+        assert_eq!(w.needs("web", false), (false, true));
+        w.stateful_sets = Some(vec![sts("alpha")]);
+        assert_eq!(w.needs("alpha", true), (false, false));
+        assert_eq!(
+            w.needs("beta", true),
+            (false, true),
+            "beta's own is missing"
+        );
+        w.deployments = Some(vec![dep("beta"), dep("web")]);
+        assert_eq!(w.needs("beta", true), (false, false));
+        assert_eq!(w.needs("web", false), (false, false));
+        let (s, d) = w.of("alpha", true);
+        assert!(s.is_some() && d.is_none());
+        let (s, d) = w.of("beta", true);
+        assert!(
+            s.is_none() && d.is_some(),
+            "the wrong kind named like the fleet (W2)"
+        );
+        let (s, d) = w.of("web", false);
+        assert!(s.is_none() && d.is_some());
+        let (s, d) = w.of("gone", false);
+        assert!(s.is_none() && d.is_none());
+    }
 }
