@@ -1,5 +1,6 @@
 //! Making the writes a pass decided: one write ([`Writing::one`]) or a fleet's due force
-//! deletes together ([`Writing::force_deletes`]), each with its metrics, log and Event,
+//! deletes together ([`Writing::force_deletes`]), each with its metrics and log, and an
+//! Event (one for a batch of force deletes, naming each Pod),
 //! and what the pass does next as the writes went ([`Executed`], [`AfterBatch`]).
 //!
 //! Nothing here decides whether to write: the write is `decide`'s, confirmed on a fresh
@@ -95,10 +96,11 @@ impl Writing<'_> {
                 writes.push((p, a));
             }
         }
-        // Built first, then polled at most `AT_ONCE` at a time, results in order.
+        // Built first, then polled at most `AT_ONCE` at a time, results in order. The
+        // batch's deletes made share one Event (below), not one each.
         let sends: Vec<_> = writes
-            .into_iter()
-            .map(|(p, a)| self.one(p, a, None))
+            .iter()
+            .map(|(p, a)| self.send(p, a, None, false))
             .collect();
         let results: Vec<Result<Executed, ReconcileError>> = futures::stream::iter(sends)
             .buffered(AT_ONCE)
@@ -106,11 +108,16 @@ impl Writing<'_> {
             .await;
         let mut outcomes = Vec::with_capacity(results.len());
         let mut error = None;
+        let mut notes = Vec::new();
         for (i, r) in results.into_iter().enumerate() {
             match r {
                 Ok(e) => {
-                    if i > 0 && e == Executed::ForceDeleted {
-                        self.ctx.metrics.force_deletes_ridden.inc();
+                    if e == Executed::ForceDeleted {
+                        if i > 0 {
+                            self.ctx.metrics.force_deletes_ridden.inc();
+                        }
+                        let (p, a) = writes[i];
+                        notes.push(super::events::action_note(p, a));
                     }
                     outcomes.push(e);
                 }
@@ -118,6 +125,10 @@ impl Writing<'_> {
                     error.get_or_insert(e);
                 }
             }
+        }
+        if !notes.is_empty() {
+            let (events, f) = (self.ctx.events.clone(), self.fleet.clone());
+            tokio::spawn(async move { events.publish_joined(&f, notes).await });
         }
         match error {
             Some(e) => Err(e),
@@ -133,6 +144,17 @@ impl Writing<'_> {
         plan: &Plan,
         action: &Action,
         pod: Option<Arc<Pod>>,
+    ) -> Result<Executed, ReconcileError> {
+        self.send(plan, action, pod, true).await
+    }
+
+    /// [`Writing::one`], with its Event recorded here (`event`) or left to the caller.
+    async fn send(
+        &self,
+        plan: &Plan,
+        action: &Action,
+        pod: Option<Arc<Pod>>,
+        event: bool,
     ) -> Result<Executed, ReconcileError> {
         let Writing {
             ctx,
@@ -175,13 +197,15 @@ impl Writing<'_> {
                 );
                 // The Event does not hold up the fleet's next write (it never fails a
                 // reconcile either).
-                let (events, f, p, a) = (
-                    ctx.events.clone(),
-                    fleet.clone(),
-                    plan.clone(),
-                    action.clone(),
-                );
-                tokio::spawn(async move { events.record_action(&f, &p, &a).await });
+                if event {
+                    let (events, f, p, a) = (
+                        ctx.events.clone(),
+                        fleet.clone(),
+                        plan.clone(),
+                        action.clone(),
+                    );
+                    tokio::spawn(async move { events.record_action(&f, &p, &a).await });
+                }
                 ctx.memory.fleet(key, |f| f.failures = 0);
                 if let Action::ForceDeletePod { uid, .. } = action {
                     ctx.memory

@@ -22,8 +22,11 @@ use crate::plan::Plan;
 /// running, ready) changed its fleet's status, and those patches were the healer's
 /// largest share of requests to an API server that was the bottleneck for the force
 /// deletes (1,237 patches against 249 deletes at 200 fleets). Changes within the
-/// interval go out together in the next patch.
-pub(super) const STATUS_EVERY: Duration = Duration::from_secs(1);
+/// interval go out together in the next patch. Three seconds: a burst's statuses per
+/// fleet fall to about one per step a person would notice (the evictions, the force
+/// deletes, the members back), while a lone change still goes out at once. A status
+/// never holds up a write: it is patched after the pass's write.
+pub(super) const STATUS_EVERY: Duration = Duration::from_secs(3);
 
 /// How long a changed status waits for its patch, if it must: the fleet's last patch
 /// went out `last`, less than [`STATUS_EVERY`] before `now`.
@@ -207,7 +210,10 @@ mod tests {
         let now = Instant::now();
         assert_eq!(held_back(None, now), None);
         let ms = Duration::from_millis;
-        assert_eq!(held_back(Some(now - ms(300)), now), Some(ms(700)));
+        assert_eq!(
+            held_back(Some(now - ms(300)), now),
+            Some(STATUS_EVERY - ms(300))
+        );
         assert_eq!(held_back(Some(now - STATUS_EVERY), now), None);
         assert_eq!(held_back(Some(now - ms(5_000)), now), None);
     }

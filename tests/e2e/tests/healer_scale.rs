@@ -495,31 +495,38 @@ async fn restart(env: &mut Env, old: usize, n: usize) -> Result<usize> {
 }
 
 /// A `MemberForceDeleted` Event as (Pod, fleet, the deadline the healer computed: the
-/// end of the Pod's grace its note names plus the margin, the Event's time); `None` for
-/// one without a time.
-fn force_delete_of(e: &CoreEvent) -> Result<Option<(String, String, Timestamp, Timestamp)>> {
+/// end of the Pod's grace its note names plus the margin, the Event's time), one for
+/// each Pod it names (a fleet's force deletes sent together share one Event, a line
+/// each); none for one without a time.
+type ForceDeleted = (String, String, Timestamp, Timestamp);
+
+fn force_deletes_of(e: &CoreEvent) -> Result<Vec<ForceDeleted>> {
     let Some(at) = e.event_time.as_ref().map(|t| t.0) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    let note = e.message.clone().unwrap_or_default();
-    // "Force-deleted Pod <name>: its grace ended at <RFC 3339> and its node ..."
-    let parsed = note
-        .strip_prefix("Force-deleted Pod ")
-        .and_then(|r| r.split_once(": its grace ended at "))
-        .and_then(|(pod, r)| Some((pod, r.split_once(' ')?.0)));
-    let Some((pod, grace_end)) = parsed else {
-        bail!("a MemberForceDeleted Event with an unexpected note: {note:?}");
-    };
-    let grace_end: Timestamp = grace_end
-        .parse()
-        .with_context(|| format!("the grace end in {note:?}"))?;
     let fleet = e.involved_object.name.clone().unwrap_or_default();
-    Ok(Some((
-        pod.to_string(),
-        fleet,
-        force_delete_deadline(grace_end),
-        at,
-    )))
+    let text = e.message.clone().unwrap_or_default();
+    text.lines()
+        .map(|note| {
+            // "Force-deleted Pod <name>: its grace ended at <RFC 3339> and its node ..."
+            let parsed = note
+                .strip_prefix("Force-deleted Pod ")
+                .and_then(|r| r.split_once(": its grace ended at "))
+                .and_then(|(pod, r)| Some((pod, r.split_once(' ')?.0)));
+            let Some((pod, grace_end)) = parsed else {
+                bail!("a MemberForceDeleted Event with an unexpected note: {note:?}");
+            };
+            let grace_end: Timestamp = grace_end
+                .parse()
+                .with_context(|| format!("the grace end in {note:?}"))?;
+            Ok((
+                pod.to_string(),
+                fleet.clone(),
+                force_delete_deadline(grace_end),
+                at,
+            ))
+        })
+        .collect()
 }
 
 /// What a [`ForceDeletes`] watch has seen: by Pod, (fleet, deadline, the Event's time).
@@ -564,12 +571,14 @@ impl ForceDeletes {
                     }
                 };
                 let mut guard = into.lock().expect("not poisoned");
-                match force_delete_of(&e) {
-                    // The first write for a Pod counts (a retry would be a later Event).
-                    Ok(Some((pod, fleet, deadline, at))) if at >= since => {
-                        guard.0.entry(pod).or_insert((fleet, deadline, at));
+                match force_deletes_of(&e) {
+                    Ok(found) => {
+                        // The first write for a Pod counts (a retry would be a later Event).
+                        for (pod, fleet, deadline, at) in found.into_iter().filter(|f| f.3 >= since)
+                        {
+                            guard.0.entry(pod).or_insert((fleet, deadline, at));
+                        }
                     }
-                    Ok(_) => {}
                     Err(e) => guard.1 = Some(format!("{e:#}")),
                 }
             }
@@ -853,6 +862,20 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize, label: &str
         want.len(),
         hit.len()
     );
+    // The healer's counters just before the first deadline: from there on, what it
+    // sends is the force deletes' cost (before it, its reports of the evictions).
+    let first_deadline = victims
+        .iter()
+        .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
+        .map(|t| force_delete_deadline(t.0))
+        .min();
+    if let Some(d) = first_deadline {
+        let ahead = d.duration_since(Timestamp::now()).as_secs_f64() - 0.2;
+        if ahead > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(ahead)).await;
+        }
+    }
+    let m_due = env.h(h).metrics_text().await?;
     let timeout = Duration::from_secs(120 + want.len() as u64 / 2);
     let got = log.wait_all(&want, timeout).await?;
     drop(log);
@@ -927,8 +950,25 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize, label: &str
             eprintln!("[burst] {n} fleets: API server response to a {verb}: {w}");
         }
     }
+    // Every request the healer sent from just before the burst until its last force
+    // delete was seen (lease renewals and watches included); per force delete, those
+    // from just before the first deadline on.
+    let sent: f64 = requests.values().sum();
+    let due: BTreeMap<String, f64> = r1
+        .iter()
+        .map(|(k, v)| {
+            let before = api_requests(&m_due).get(k).copied().unwrap_or(0.0);
+            (format!("{} {}", k.0, k.1), v - before)
+        })
+        .filter(|(_, d)| *d > 0.0)
+        .collect();
+    let since_due: f64 = due.values().sum();
+    let per_delete = since_due / all.len().max(1) as f64;
     eprintln!(
-        "[burst-row] healer={label} fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over} min_s={:.2}",
+        "[burst] {n} fleets: from just before the first deadline the healer sent {since_due:.0} requests ({due:?}), {per_delete:.2} per force delete"
+    );
+    eprintln!(
+        "[burst-row] healer={label} fleets={n} nodes={} actions={} fleets_hit={} spread_s={spread:.1} p50_s={:.2} p99_s={:.2} max_s={:.2} over_1s={over} min_s={:.2} requests={sent:.0} requests_due={since_due:.0} per_delete={per_delete:.2}",
         chosen.len(),
         all.len(),
         per_fleet.len(),
