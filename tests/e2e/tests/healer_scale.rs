@@ -24,14 +24,17 @@
 //!   about 2 s at the CI default (50 fleets, debug build).
 //! - At every count, after the steady minute, a burst (issue 14): `CELLD_SCALE_BURST_NODES`
 //!   nodes (default 3, one per zone; the benchmark stops 20; in each zone those holding
-//!   the most member Pods) are stopped at once and
-//!   every member Pod on them is deleted at once, as the taint-eviction controller
-//!   deletes the Pods of a lost node; their kubelets never confirm, so every one is due
-//!   for a force-delete (rule F1) at its deletionTimestamp plus the margin, all within a
-//!   second or two. For every force-delete: the time from that deadline (the Event names
-//!   the Pod and the end of its grace) to the write (the Event's time, recorded right
-//!   after the delete). Prints `[burst-row]` (p50, p99, max). Goal: p99 under 1 s,
-//!   reported, never asserted. The controller-manager would spread the same evictions
+//!   the most member Pods) are stopped at once and, once the node lifecycle controller
+//!   marked them all Ready Unknown (after its `--node-monitor-grace-period`), every
+//!   member Pod on them is deleted at once, as the taint-eviction controller deletes the
+//!   Pods of a lost node; their kubelets never confirm, so every one is due for a
+//!   force-delete (rule F1) at its deletionTimestamp plus the margin, all within a
+//!   second or two, on nodes the healer has seen unreachable (rule F2). For every
+//!   force-delete: the time from that deadline (the Event names the Pod and the end of
+//!   its grace) to the write (the Event's time, recorded right after the fleet's
+//!   deletes). Prints `[burst-row]` (p50, p99, max, and the healer's requests: all it
+//!   sent, and per force delete those from just before the first deadline), reported,
+//!   never asserted. The controller-manager would spread the same evictions
 //!   over a minute (it taints 0.1 node per second per zone), so the test deletes the Pods
 //!   itself to make the deadlines fall together. The Events are read from one watch
 //!   opened before the deletes, not by listing them again and again: the API server
@@ -70,7 +73,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use celld_e2e::*;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Preconditions};
@@ -788,6 +791,37 @@ async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
         r??;
     }
     let stopped_in = started.elapsed();
+    // The node lifecycle controller marks a stopped node's Ready Unknown after its grace
+    // (`--node-monitor-grace-period`), and only then does the taint eviction controller
+    // evict its Pods. Only a Pod on a node seen unreachable is stranded (rule F2), so the
+    // Pods are deleted then, as the eviction would, all at once: each deadline then
+    // falls after the healer could know its node lost, as it does on a real cluster.
+    let nodes_api: Api<Node> = Api::all(env.client.clone());
+    wait_for(
+        "the stopped nodes' Ready condition Unknown",
+        Duration::from_secs(180),
+        || async {
+            let unknown = nodes_api
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|name| stopped.contains(name))
+                        && n.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                            .is_some_and(|c| c.status == "Unknown")
+                })
+                .count();
+            Ok((unknown == stopped.len()).then_some(()))
+        },
+    )
+    .await?;
     let mut deletes = tokio::task::JoinSet::new();
     for chunk in victims.chunks(victims.len().div_ceil(32)) {
         let (pods, chunk) = (pods.clone(), chunk.to_vec());
