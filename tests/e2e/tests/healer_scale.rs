@@ -756,9 +756,10 @@ struct Burst {
     deleted_in: Duration,
 }
 
-/// Stops `nodes` at once, then deletes every member Pod on them at once: what the
-/// taint-eviction controller sends for each Pod of a lost node, a plain DELETE (the
-/// Pod's own grace), here with the Pod's uid as precondition.
+/// Stops `nodes` at once, waits until they are all Ready Unknown, then deletes every
+/// member Pod on them at once: what the taint-eviction controller sends for each Pod of
+/// a lost node, a plain DELETE (the Pod's own grace), here with the Pod's uid as
+/// precondition. Pods it evicted first are part of the burst as it left them.
 async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
     let stopped: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
     let pods: Api<Pod> = env.api();
@@ -771,16 +772,6 @@ async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
         })
         .collect();
     ensure!(!victims.is_empty(), "no member Pod on {nodes:?}");
-    let hit: BTreeSet<String> = victims
-        .iter()
-        .filter_map(|p| {
-            p.metadata
-                .labels
-                .as_ref()?
-                .get(celld_gen::api::labels::IDENTITY)
-                .cloned()
-        })
-        .collect();
     let started = Instant::now();
     let mut stops = tokio::task::JoinSet::new();
     for node in nodes.clone() {
@@ -822,8 +813,20 @@ async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
         },
     )
     .await?;
+    // The Pods on those nodes now: any the taint eviction controller evicted meanwhile
+    // (a Pod without a toleration for the unreachable taint goes at once) are part of
+    // the burst as they are; the others are deleted here.
+    let on_stopped: Vec<Pod> = pods
+        .list(&ListParams::default())
+        .await?
+        .into_iter()
+        .filter(|p| stopped.contains(node_of(p).as_str()) && was(&victims, p))
+        .collect();
+    let (evicted, victims): (Vec<Pod>, Vec<Pod>) = on_stopped
+        .into_iter()
+        .partition(|p| p.metadata.deletion_timestamp.is_some());
     let mut deletes = tokio::task::JoinSet::new();
-    for chunk in victims.chunks(victims.len().div_ceil(32)) {
+    for chunk in victims.chunks(victims.len().div_ceil(32).max(1)) {
         let (pods, chunk) = (pods.clone(), chunk.to_vec());
         deletes.spawn(async move {
             let mut deleted = Vec::new();
@@ -836,19 +839,41 @@ async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
                     ..DeleteParams::default()
                 };
                 let name = p.metadata.name.clone().unwrap_or_default();
-                // Graceful: the API server answers with the Pod, now Terminating.
-                let Some(pod) = pods.delete(&name, &dp).await?.left() else {
-                    bail!("{name} was deleted at once, not held for its grace");
-                };
-                deleted.push(pod);
+                // Graceful: the API server answers with the Pod, now Terminating. One
+                // gone or replaced meanwhile (the eviction got there first, and the
+                // healer already replaced it) is not part of the burst.
+                match pods.delete(&name, &dp).await {
+                    Ok(d) => {
+                        let Some(pod) = d.left() else {
+                            bail!("{name} was deleted at once, not held for its grace");
+                        };
+                        deleted.push(pod);
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
             anyhow::Ok(deleted)
         });
     }
-    let mut deleted = Vec::new();
+    let mut deleted = evicted;
     while let Some(r) = deletes.join_next().await {
         deleted.extend(r??);
     }
+    ensure!(
+        !deleted.is_empty(),
+        "no member Pod left to evict on {nodes:?}"
+    );
+    let hit: BTreeSet<String> = deleted
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .labels
+                .as_ref()?
+                .get(celld_gen::api::labels::IDENTITY)
+                .cloned()
+        })
+        .collect();
     Ok(Burst {
         nodes,
         deleted,
@@ -856,6 +881,11 @@ async fn stop_and_evict(env: &Env, nodes: Vec<String>) -> Result<Burst> {
         stopped_in,
         deleted_in: started.elapsed(),
     })
+}
+
+/// Whether `p` is one of `before` (the same uid).
+fn was(before: &[Pod], p: &Pod) -> bool {
+    before.iter().any(|b| b.metadata.uid == p.metadata.uid)
 }
 
 /// Starts `nodes` again, at once.
