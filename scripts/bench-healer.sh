@@ -50,45 +50,55 @@ grep -qx -- "$BEGIN" "$DOC" && grep -qx -- "$END" "$DOC" \
 
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-step "control plane binaries (cached per version)"
-tests/controlplane/build.sh >&2
-step "celld-healer as the image ships it, and the test binaries"
-CELLD_IMAGE_PROFILE=image scripts/build-image.sh --build-only >&2
-HEALER="${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/image/celld-healer"
-cargo build --workspace --bins >&2
-# kubesim's kubelets and the celld stubs, optimised: at 1,000 fleets (about 4,000 Pods) a
-# debug kubesim fell behind the API server, and members stayed Pending long enough for
-# the healer to start replacing disks. What is measured is the healer, not kubesim. The
-# test runs the stubs inside kubesim (`--stubs in-process`; CELLD_SCALE_STUBS=process for
-# one process per Pod): 3,000 stub processes took the cores the API server needs.
-step "kubesim and celld-stub, release build"
-cargo build --release -p kubesim --bins >&2
-export KUBESIM_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/kubesim"
-# The node lifecycle controller's grace as on a real cluster (Kubernetes' default, 40 s)
-# rather than the tests' 8 s, which exists to make the node-loss tests quick: under the
-# load of 1,000 fleets on a small machine a Lease renewal can be that late without the
-# node being lost. The burst does not wait on it (the test deletes the Pods itself).
-export CP_KCM_EXTRA_ARGS="${CP_KCM_EXTRA_ARGS:---node-monitor-grace-period=40s}"
-step "starting the control plane (controller-manager: $CP_KCM_EXTRA_ARGS)"
-tests/controlplane/start.sh >&2
-trap 'step "stopping the control plane"; tests/controlplane/stop.sh >&2' EXIT
+# BENCH_FROM_LOG=FILE: no run; the tables are written from the log an earlier run kept
+# (its path is printed as it starts), for instance after a step past the test failed.
+if [[ -n ${BENCH_FROM_LOG:-} ]]; then
+  LOG="$BENCH_FROM_LOG"
+  [[ -r $LOG ]] || { echo "BENCH_FROM_LOG: cannot read $LOG" >&2; exit 2; }
+  cpu_ticks() { echo 1 0; }
+  read -r TICKS0 STEAL0 < <(cpu_ticks)
+else
+  step "control plane binaries (cached per version)"
+  tests/controlplane/build.sh >&2
+  step "celld-healer as the image ships it, and the test binaries"
+  CELLD_IMAGE_PROFILE=image scripts/build-image.sh --build-only >&2
+  HEALER="${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/image/celld-healer"
+  cargo build --workspace --bins >&2
+  # kubesim's kubelets and the celld stubs, optimised: at 1,000 fleets (about 4,000 Pods) a
+  # debug kubesim fell behind the API server, and members stayed Pending long enough for
+  # the healer to start replacing disks. What is measured is the healer, not kubesim. The
+  # test runs the stubs inside kubesim (`--stubs in-process`; CELLD_SCALE_STUBS=process for
+  # one process per Pod): 3,000 stub processes took the cores the API server needs.
+  step "kubesim and celld-stub, release build"
+  cargo build --release -p kubesim --bins >&2
+  export KUBESIM_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/kubesim"
+  # The node lifecycle controller's grace as on a real cluster (Kubernetes' default, 40 s)
+  # rather than the tests' 8 s, which exists to make the node-loss tests quick: under the
+  # load of 1,000 fleets on a small machine a Lease renewal can be that late without the
+  # node being lost. Each burst waits for it: the Pods are evicted once their nodes are
+  # Unknown, as on a real cluster (rule F2 force-deletes only on a node seen unreachable).
+  export CP_KCM_EXTRA_ARGS="${CP_KCM_EXTRA_ARGS:---node-monitor-grace-period=40s}"
+  step "starting the control plane (controller-manager: $CP_KCM_EXTRA_ARGS)"
+  tests/controlplane/start.sh >&2
+  trap 'step "stopping the control plane"; tests/controlplane/stop.sh >&2' EXIT
 
-# CPU time the hypervisor gave to others meanwhile (steal), from /proc/stat: a virtual
-# machine's wall times depend on it as much as on the load average.
-cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9}' /proc/stat; }
-read -r TICKS0 STEAL0 < <(cpu_ticks)
-LOG="$(mktemp)"
-step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes (floor: $FLOOR_NODES), $GROWING growing (log: $LOG)"
-CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$HEALER" \
-  CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_FLOOR_NODES="$FLOOR_NODES" \
-  CELLD_SCALE_GROWING="$GROWING" CELLD_SCALE_BASELINE_BIN="$BASELINE_BIN" \
-  cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
-  || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
+  # CPU time the hypervisor gave to others meanwhile (steal), from /proc/stat: a virtual
+  # machine's wall times depend on it as much as on the load average.
+  cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9}' /proc/stat; }
+  read -r TICKS0 STEAL0 < <(cpu_ticks)
+  LOG="$(mktemp "${TMPDIR:-/tmp}/bench-healer.XXXXXX")"
+  step "healer_scale with $COUNTS fleets, bursts of $BURST_NODES nodes (floor: $FLOOR_NODES), $GROWING growing (log: $LOG)"
+  CELLD_E2E=1 CELLD_SCALE_FLEETS="$COUNTS" CELLD_HEALER_BIN="$HEALER" \
+    CELLD_SCALE_BURST_NODES="$BURST_NODES" CELLD_SCALE_FLOOR_NODES="$FLOOR_NODES" \
+    CELLD_SCALE_GROWING="$GROWING" CELLD_SCALE_BASELINE_BIN="$BASELINE_BIN" \
+    cargo test -p celld-e2e --test healer_scale -- --nocapture >"$LOG" 2>&1 \
+    || { tail -40 "$LOG" >&2; echo "healer_scale failed; full log: $LOG" >&2; exit 1; }
+fi
 
 # table TAG HEADER ROW: a Markdown table, one row per `[TAG] key=value ...` line of the
 # log. HEADER: the column names separated by `|`; ROW: the row with `{key}` for each value.
 table() {
-  grep -o "\\[$1\\].*" "$LOG" | sed "s/^\\[$1\\] //" | awk -v header="$2" -v row="$3" '
+  { grep -o "\\[$1\\].*" "$LOG" || true; } | sed "s/^\\[$1\\] //" | awk -v header="$2" -v row="$3" '
     BEGIN {
       n = split(header, h, "|")
       line = "|"; rule = "|"
@@ -163,6 +173,7 @@ STARTS="$(table start-row \
 read -r TICKS1 STEAL1 < <(cpu_ticks)
 STEAL_PCT=$(( (STEAL1 - STEAL0) * 100 / (TICKS1 - TICKS0 > 0 ? TICKS1 - TICKS0 : 1) ))
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end, ${STEAL_PCT}% of CPU time stolen by the hypervisor during the run"
+[[ -z ${BENCH_FROM_LOG:-} ]] || MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (tables written afterwards from the run's log, $(basename "$LOG"); load and steal not recorded)"
 BASELINE_NOTE=""
 [[ -z $BASELINE_BIN ]] || BASELINE_NOTE=" The baseline healer of the burst table: \`$BASELINE_BIN\`."
 SECTION="$(printf '%s\n\nMeasured %s on %s with `BURST_NODES=%s FLOOR_NODES=%s GROWING=%s scripts/bench-healer.sh %s` (the healer binary the image ships: static, musl, the `image` profile).%s\n\n%s\n\nThe healer restarted at the largest count (SIGTERM, then a new process): from the new process'"'"'s start.\n\n%s\n\nA burst: %s nodes stopped at once and their member Pods deleted at once; each force-delete from its deadline (deletionTimestamp + margin) to the write; the healer'"'"'s requests are all it sent (lease renewals and watches included) until its last force delete, counted from just before the burst (its reports of the evictions included) and from just before the first deadline (the force deletes'"'"' cost; per force delete).\n\n%s\n\nThe floor under it: the same burst (%s nodes) with the healer stopped, each Pod force-deleted by the test at its deadline, with no read, Event or status, every delete in flight at once: a healer sends at least that delete, so this is about the best one could do on this cluster.\n\n%s\n\nThe healer against the floor, in this run (goals: p99 within 1.5x the floor'"'"'s at 50 and 200 fleets, within 2x at 1,000; at most 2 requests per force delete).\n\n%s\n\nOne Ready fleet'"'"'s member loses its node while %s new fleets are created and grow.\n\n%s\n%s' \

@@ -62,33 +62,79 @@ pub struct DateSample {
     pub received: Mono,
 }
 
-/// The API server's clock as the healer measured it last.
+/// How many recent samples bound the API server's clock together ([`ServerClock`]).
+pub const SAMPLES: usize = 8;
+
+/// Samples received longer ago than this no longer bound the API server's clock (the
+/// latest always does).
+pub const SAMPLE_WINDOW: Span = Span::secs(10);
+
+/// How far the API server's clock may drift from the healer's monotonic clock, in
+/// milliseconds per second of a sample's age: 1 ms/s, twice what NTP ever slews a clock.
+const DRIFT_MS_PER_S: i64 = 1;
+
+/// The API server's clock as the healer measured it.
+///
+/// Each response's `Date` (whole seconds, truncated) was written between the request's
+/// sending and the response's arrival, so it bounds the server's clock minus the
+/// healer's monotonic clock to `[date - received, date + 1 s - sent)`. One sample leaves
+/// a second of doubt, and a deadline read from the lower bound (as every deadline is:
+/// [`ServerClock::offset`]) is reached up to a second late. Samples of the last
+/// [`SAMPLE_WINDOW`] bound it together: their intervals, each widened by the drift its
+/// age allows, all hold the server's clock if it ran steadily since, so their
+/// intersection does too, and two samples on either side of a second's tick narrow it to
+/// their round trips. A server clock stepped within the window is seen when the
+/// intervals no longer meet, and then the latest sample alone bounds it, as before; a
+/// step too small to be seen moves the lower bound by at most that step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ServerClock {
     /// The latest sample; `None` until the first response.
     pub latest: Option<DateSample>,
+    /// The most recent samples (the latest among them), in no order.
+    recent: [Option<DateSample>; SAMPLES],
 }
 
 impl ServerClock {
     /// Keeps a new sample. The latest one wins, whatever its latency: it is bounded by
     /// its own send and receive times, and an older sample would carry the drift of the
-    /// monotonic clock since.
+    /// monotonic clock since. It takes the place of the oldest recent sample.
     pub fn record(&mut self, s: DateSample) {
         if self.latest.is_none_or(|l| s.received >= l.received) {
             self.latest = Some(s);
         }
+        let slot = self.recent.iter_mut().min_by_key(|x| x.map(|x| x.received));
+        if let Some(slot) = slot
+            && slot.is_none_or(|x| x.received < s.received)
+        {
+            *slot = Some(s);
+        }
     }
 
-    /// Bounds on the API server's time now: at least `date` plus the time since the
-    /// response arrived (the header was written before it arrived, and truncates), at
-    /// most that plus one second (the truncation) plus the round trip (it was written
-    /// after the request was sent).
+    /// Bounds on the API server's clock minus the monotonic clock (ms) from one sample,
+    /// widened by the drift its age at `now` allows.
+    fn bounds_of(s: &DateSample, now: Mono) -> (i64, i64) {
+        let age = now.0.saturating_sub(s.received.0).max(0);
+        let drift = age.saturating_mul(DRIFT_MS_PER_S) / 1000;
+        (
+            s.date.0 - s.received.0 - drift,
+            s.date.0 + 1000 - s.sent.0 + drift,
+        )
+    }
+
+    /// Bounds on the API server's time now (see the type's documentation): from the
+    /// recent samples together, or from the latest alone when they do not agree.
     pub fn server_now(&self, now: Now) -> Option<(Timestamp, Timestamp)> {
-        let s = self.latest?;
-        let since = Span(now.mono.0.saturating_sub(s.received.0));
-        let round_trip = Span(s.received.0.saturating_sub(s.sent.0));
-        let low = s.date + since;
-        Some((low, low + Span::secs(1) + round_trip))
+        let latest = self.latest?;
+        let alone = Self::bounds_of(&latest, now.mono);
+        let (low, high) = self
+            .recent
+            .iter()
+            .flatten()
+            .filter(|s| now.mono.0.saturating_sub(s.received.0) <= SAMPLE_WINDOW.0)
+            .map(|s| Self::bounds_of(s, now.mono))
+            .fold(alone, |(l, h), (sl, sh)| (l.max(sl), h.min(sh)));
+        let (low, high) = if low <= high { (low, high) } else { alone };
+        Some((Timestamp(now.mono.0 + low), Timestamp(now.mono.0 + high)))
     }
 
     /// The healer's wall clock minus the API server's, at the middle of the bounds:
@@ -355,6 +401,85 @@ mod tests {
             received: Mono(4_000),
         });
         assert_eq!(c.latest, Some(newer));
+    }
+
+    fn sample(date: Timestamp, sent: i64, received: i64) -> DateSample {
+        DateSample {
+            date,
+            sent: Mono(sent),
+            received: Mono(received),
+        }
+    }
+
+    /// Two samples on either side of the server's second tick narrow its clock to
+    /// their round trips: a deadline read from the lower bound is no longer up to a
+    /// second late.
+    #[test]
+    fn samples_across_a_tick_narrow_the_server_clock() {
+        let mut c = ServerClock::default();
+        // 10:00:00 at 1000 (round trip 0): the server's clock minus the monotonic one is
+        // in [T0 - 1000, T0).
+        c.record(sample(T0, 1_000, 1_000));
+        let n = now(T0 + Span::mins(15), 1_500);
+        assert_eq!(c.server_now(n), Some((T0 + Span(500), T0 + Span(1_500))));
+        // 10:00:01 at 1300: in [T0 - 300, T0 + 700); together [T0 - 300, T0).
+        c.record(sample(T0 + Span::secs(1), 1_300, 1_300));
+        assert_eq!(c.server_now(n), Some((T0 + Span(1_200), T0 + Span(1_500))));
+        // A deadline at T0 + 1200 on the server is reached then, not 700 ms later.
+        assert_eq!(c.offset(n), Span::mins(15) - Span(1_200));
+    }
+
+    /// A sample older than the window no longer narrows the bounds, and an older
+    /// sample's interval is widened by the drift its age allows.
+    #[test]
+    fn old_samples_widen_then_drop_out() {
+        let mut c = ServerClock::default();
+        c.record(sample(T0, 1_000, 1_000));
+        c.record(sample(T0 + Span::secs(1), 1_300, 1_300));
+        // 5 s after the second sample: the first is 5.3 s old (5 ms of drift), the
+        // second 5 s (5 ms).
+        let n = now(T0, 6_300);
+        let (low, high) = c.server_now(n).expect("measured");
+        assert_eq!(low, T0 + Span(6_300 - 300 - 5));
+        assert_eq!(high, T0 + Span(6_300 + 5));
+        // Past the window only the latest bounds it: a second of doubt again.
+        let n = now(T0, 1_300 + SAMPLE_WINDOW.0 + 1_000);
+        let (low, high) = c.server_now(n).expect("measured");
+        let drift = (SAMPLE_WINDOW.0 + 1_000) / 1_000;
+        assert_eq!(high - low, Span(1_000 + 2 * drift));
+    }
+
+    /// A server clock stepped back since the older samples: their intervals no longer
+    /// meet the new ones, and the latest sample alone bounds the clock, so no deadline
+    /// is reached early by the step.
+    #[test]
+    fn a_stepped_server_clock_falls_back_to_the_latest_sample() {
+        let mut c = ServerClock::default();
+        c.record(sample(T0, 1_000, 1_000));
+        c.record(sample(T0 + Span::secs(1), 1_300, 1_300));
+        // Five minutes back, at 2000.
+        c.record(sample(T0 - Span::mins(5), 2_000, 2_000));
+        let n = now(T0, 2_000);
+        let (low, high) = c.server_now(n).expect("measured");
+        assert_eq!(low, T0 - Span::mins(5));
+        assert_eq!(high, T0 - Span::mins(5) + Span(1_000));
+    }
+
+    /// Only the most recent [`SAMPLES`] are kept; a late, older sample takes no newer
+    /// one's place.
+    #[test]
+    fn the_most_recent_samples_are_kept() {
+        let mut c = ServerClock::default();
+        for i in 0..(SAMPLES as i64 + 3) {
+            c.record(sample(T0, 1_000 + i, 1_000 + i));
+        }
+        c.record(sample(T0, 0, 0));
+        let kept: Vec<i64> = {
+            let mut v: Vec<i64> = c.recent.iter().flatten().map(|s| s.received.0).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(kept, (1_003..1_003 + SAMPLES as i64).collect::<Vec<_>>());
     }
 
     #[test]
