@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::clocks::Reading;
 use super::context::Reconciler;
+use super::fresh::Gathered;
 use super::gather::{own_members, snapshot_of};
 use crate::confirm::{self, Confirmation};
 use crate::plan::{Action, Plan};
@@ -27,13 +28,22 @@ pub(super) struct FreshRead {
 pub(super) async fn confirm_fresh(
     ctx: &Reconciler,
     fleet: &Arc<CelldFleet>,
+    cached: &Gathered,
     action: &Action,
     reading: Reading,
     capacity: &CapacitySignal,
 ) -> Result<(Confirmation, Option<Arc<Pod>>, Option<FreshRead>), Arc<kube::Error>> {
     let now = reading.now.wall;
     ctx.metrics.fresh_reads.inc();
-    let Some((fresh_fleet, g)) = ctx.fresh.read(fleet.clone()).await? else {
+    // Rule F2 reads the node of every terminating Pod again: those the caches show are
+    // read in the same round trip as the rest.
+    let nodes = cached
+        .pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    let Some((fresh_fleet, g)) = ctx.fresh.read(fleet.clone(), nodes).await? else {
         return Ok((
             Confirmation::Hold("the CelldFleet is gone from the API server".into()),
             None,

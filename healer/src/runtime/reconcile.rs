@@ -129,7 +129,7 @@ async fn pass(fleet: Arc<CelldFleet>, ctx: &Arc<Reconciler>) -> Result<Pass, Rec
         .observe(started.elapsed().as_secs_f64());
     let due = ctx.memory.fleet(&key, |f| f.wake);
     report_ignored(ctx, &key, &fleet, &plan).await;
-    let decided = match confirmed(ctx, &key, fleet, plan, reading, &capacity.signal).await? {
+    let decided = match confirmed(ctx, &key, fleet, &g, plan, reading, &capacity.signal).await? {
         Confirmed::Write(d) => d,
         Confirmed::Held(step) => return Ok(Pass::Done(step)),
     };
@@ -269,6 +269,7 @@ async fn confirmed(
     ctx: &Reconciler,
     key: &ObjectRef<CelldFleet>,
     fleet: Arc<CelldFleet>,
+    cached: &Gathered,
     mut plan: Plan,
     reading: Reading,
     capacity: &CapacitySignal,
@@ -282,7 +283,7 @@ async fn confirmed(
             fresh_snapshot: None,
         })));
     };
-    match confirm_fresh(ctx, &fleet, &action, reading, capacity).await {
+    match confirm_fresh(ctx, &fleet, cached, &action, reading, capacity).await {
         Ok((Confirmation::Confirmed(a) | Confirmation::Instead(a), fresh_pod, fresh)) => {
             if a != action {
                 info!(fleet = %key, cached = ?action, fresh = ?a, "the fresh read changed the write");

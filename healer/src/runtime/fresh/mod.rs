@@ -409,7 +409,7 @@ pub async fn read(
     client: &Client,
     fleet: &Arc<CelldFleet>,
 ) -> Result<Option<(CelldFleet, Gathered)>, kube::Error> {
-    Ok(read_many(client, std::slice::from_ref(fleet))
+    Ok(read_many(client, std::slice::from_ref(fleet), &[])
         .await?
         .pop()
         .flatten())
@@ -427,12 +427,15 @@ pub async fn read(
 /// each.
 ///
 /// The lists run at once (one round trip: the confirmation sits between a deadline and
-/// its write; two when a fleet's workload is missing). The ones keyed by a fleet's spec
+/// its write; two when a fleet's workload is missing, or when a terminating Pod sits on
+/// a node not among `nodes`, the nodes the caches showed under the fleets' terminating
+/// Pods, which are read with the rest). The ones keyed by a fleet's spec
 /// use the cached spec; a fleet whose fresh CelldFleet has other keys has those read
 /// again with the fresh keys, so every object read matches the fleet `decide` is given.
 pub async fn read_many(
     client: &Client,
     fleets: &[Arc<CelldFleet>],
+    nodes: &[String],
 ) -> Result<Vec<Option<(CelldFleet, Gathered)>>, kube::Error> {
     let Some(first) = fleets.first() else {
         return Ok(Vec::new());
@@ -451,10 +454,14 @@ pub async fn read_many(
         cached.iter().any(|k| k.stateful_set),
         cached.iter().any(|k| !k.stateful_set),
     );
-    let (listed_fleets, keyed_cached, ()) = futures::try_join!(
+    let mut expected: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    expected.dedup();
+    let (listed_fleets, keyed_cached, (), mut node_read) = futures::try_join!(
         listed::<CelldFleet>(client, ns, scope),
         Keyed::read(client, ns, scope, &pairs),
         workloads.complete(client, ns, scope, any_sts, any_dep),
+        NodeRead::of(client, &expected),
     )?;
     // Each fleet's fresh CelldFleet (the same uid), and its keys.
     let fresh: Vec<Option<(CelldFleet, Keys)>> = fleets
@@ -513,7 +520,8 @@ pub async fn read_many(
         .collect();
     under.sort_unstable();
     under.dedup();
-    let nodes = nodes_named(client, &under).await?;
+    node_read.complete(client, &under).await?;
+    let nodes = node_read.found;
     Ok(out
         .drain(..)
         .zip(&names)
@@ -558,37 +566,78 @@ fn node_names(pods: &[Pod]) -> Vec<&str> {
 /// At most this many nodes are read one by one; more are read in one list of all nodes.
 const NODES_BY_NAME_AT_MOST: usize = 2;
 
-/// The nodes `names` (`None`: gone): each by name when there are at most
-/// [`NODES_BY_NAME_AT_MOST`], else every node in one list (a burst strands Pods on many
-/// nodes at once).
-async fn nodes_named(
-    client: &Client,
-    names: &[&str],
-) -> Result<std::collections::HashMap<String, Option<Node>>, kube::Error> {
-    let api = Api::<Node>::all(client.clone());
-    let found: Vec<Node> = if names.len() > NODES_BY_NAME_AT_MOST {
-        api.list(&ListParams::default()).await?.items
-    } else {
-        futures::future::try_join_all(names.iter().map(|n| {
-            let api = api.clone();
-            let params = by_name(n);
-            async move { api.list(&params).await }
-        }))
-        .await?
-        .into_iter()
-        .flat_map(|l| l.items)
-        .collect()
-    };
-    Ok(names
-        .iter()
-        .map(|n| {
-            let node = found
-                .iter()
-                .find(|o| o.metadata.name.as_deref() == Some(*n))
-                .cloned();
-            (n.to_string(), node)
-        })
-        .collect())
+/// The nodes read for a fresh read: by name (`None`: gone).
+struct NodeRead {
+    /// Every node was listed: a name not found is gone.
+    all: bool,
+    found: std::collections::HashMap<String, Option<Node>>,
+}
+
+impl NodeRead {
+    /// Reads the nodes `names`: each by name when there are at most
+    /// [`NODES_BY_NAME_AT_MOST`], else every node in one list (a burst strands Pods on
+    /// many nodes at once).
+    async fn of(client: &Client, names: &[&str]) -> Result<NodeRead, kube::Error> {
+        let mut read = NodeRead {
+            all: false,
+            found: std::collections::HashMap::new(),
+        };
+        read.complete(client, names).await?;
+        Ok(read)
+    }
+
+    /// Reads those of `names` not read yet (see [`NodeRead::of`]).
+    async fn complete(&mut self, client: &Client, names: &[&str]) -> Result<(), kube::Error> {
+        let missing: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| !self.found.contains_key(*n))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if self.all {
+            // Listed whole already: these are gone.
+            for n in missing {
+                self.found.insert(n.to_string(), None);
+            }
+            return Ok(());
+        }
+        let api = Api::<Node>::all(client.clone());
+        let listed: Vec<Node> = if missing.len() > NODES_BY_NAME_AT_MOST {
+            self.all = true;
+            api.list(&ListParams::default()).await?.items
+        } else {
+            futures::future::try_join_all(missing.iter().map(|n| {
+                let api = api.clone();
+                let params = by_name(n);
+                async move { api.list(&params).await }
+            }))
+            .await?
+            .into_iter()
+            .flat_map(|l| l.items)
+            .collect()
+        };
+        if self.all {
+            for node in listed {
+                if let Some(n) = node.metadata.name.clone() {
+                    self.found.insert(n, Some(node));
+                }
+            }
+        } else {
+            for n in missing {
+                let node = listed
+                    .iter()
+                    .find(|o| o.metadata.name.as_deref() == Some(n))
+                    .cloned();
+                self.found.insert(n.to_string(), node);
+            }
+        }
+        for n in names {
+            self.found.entry(n.to_string()).or_insert(None);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub type Answer = Result<Option<(CelldFleet, Gathered)>, Arc<kube::Error>>;
 
 struct Waiting {
     fleet: Arc<CelldFleet>,
+    /// The nodes the caches show under the fleet's terminating Pods (read with the rest).
+    nodes: Vec<String>,
     reply: oneshot::Sender<Answer>,
 }
 
@@ -48,8 +50,10 @@ struct Line {
 /// What one read of some fleets of a namespace answers, in their order.
 type Read = Result<Vec<Option<(CelldFleet, Gathered)>>, kube::Error>;
 
-/// Reads fleets of one namespace: [`read_many`] (a test's own in the unit tests).
-type Reader = Box<dyn Fn(Vec<Arc<CelldFleet>>) -> BoxFuture<'static, Read> + Send + Sync>;
+/// Reads fleets of one namespace, and the nodes named: [`read_many`] (a test's own in
+/// the unit tests).
+type Reader =
+    Box<dyn Fn(Vec<Arc<CelldFleet>>, Vec<String>) -> BoxFuture<'static, Read> + Send + Sync>;
 
 /// The fresh reads of every namespace (one line each).
 pub struct SharedReads {
@@ -62,9 +66,9 @@ pub struct SharedReads {
 impl SharedReads {
     /// Reads through `client`; `on_round` is told how many fleets each read served.
     pub fn new(client: Client, on_round: impl Fn(usize) + Send + Sync + 'static) -> Arc<Self> {
-        let reader: Reader = Box::new(move |fleets| {
+        let reader: Reader = Box::new(move |fleets, nodes| {
             let client = client.clone();
-            Box::pin(async move { read_many(&client, &fleets).await })
+            Box::pin(async move { read_many(&client, &fleets, &nodes).await })
         });
         Self::with_reader(reader, on_round)
     }
@@ -78,14 +82,20 @@ impl SharedReads {
     }
 
     /// Reads `fleet` fresh, with whichever fleets of its namespace ask before the read
-    /// starts (see the module docs).
-    pub async fn read(self: &Arc<Self>, fleet: Arc<CelldFleet>) -> Answer {
+    /// starts (see the module docs). `nodes`: the nodes the caches show under its
+    /// terminating Pods, read in the same round trip as the rest (a node found under a
+    /// terminating Pod only on the fresh read is read after it).
+    pub async fn read(self: &Arc<Self>, fleet: Arc<CelldFleet>, nodes: Vec<String>) -> Answer {
         let ns = fleet.metadata.namespace.clone().unwrap_or_default();
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut lines = self.lines.lock().expect("fresh read lines");
             let line = lines.entry(ns.clone()).or_default();
-            line.waiting.push(Waiting { fleet, reply });
+            line.waiting.push(Waiting {
+                fleet,
+                nodes,
+                reply,
+            });
             !std::mem::replace(&mut line.reading, true)
         };
         if start {
@@ -116,7 +126,8 @@ impl SharedReads {
             };
             (self.on_round)(round.len());
             let fleets: Vec<Arc<CelldFleet>> = round.iter().map(|w| w.fleet.clone()).collect();
-            match (self.reader)(fleets).await {
+            let nodes: Vec<String> = round.iter().flat_map(|w| w.nodes.clone()).collect();
+            match (self.reader)(fleets, nodes).await {
                 Ok(answers) => {
                     for (w, a) in round.into_iter().zip(answers) {
                         // A fleet no longer waiting (its reconcile ended) is not answered.
@@ -157,7 +168,7 @@ mod tests {
     /// A reader that reports each read's fleets as it starts, and answers only when let
     /// go (each fleet found as it was asked for, with nothing else).
     fn held_reader(started: mpsc::UnboundedSender<Vec<String>>, go: Arc<Notify>) -> Reader {
-        Box::new(move |fleets| {
+        Box::new(move |fleets, _| {
             let (started, go) = (started.clone(), go.clone());
             Box::pin(async move {
                 let _ = started.send(fleets.iter().map(|f| name(f)).collect());
@@ -195,15 +206,15 @@ mod tests {
         });
         // a and b ask together: one read serves both.
         let (ra, rb) = (reads.clone(), reads.clone());
-        let a = tokio::spawn(async move { ra.read(fleet("apps", "a")).await });
-        let b = tokio::spawn(async move { rb.read(fleet("apps", "b")).await });
+        let a = tokio::spawn(async move { ra.read(fleet("apps", "a"), Vec::new()).await });
+        let b = tokio::spawn(async move { rb.read(fleet("apps", "b"), Vec::new()).await });
         tokio::task::yield_now().await;
         let first = started.recv().await.expect("a first read");
         assert_eq!(first, ["a", "b"]);
         // c asks while that read is under way; d in another namespace.
         let (rc, rd) = (reads.clone(), reads.clone());
-        let c = tokio::spawn(async move { rc.read(fleet("apps", "c")).await });
-        let d = tokio::spawn(async move { rd.read(fleet("other", "d")).await });
+        let c = tokio::spawn(async move { rc.read(fleet("apps", "c"), Vec::new()).await });
+        let d = tokio::spawn(async move { rd.read(fleet("other", "d"), Vec::new()).await });
         let other = started.recv().await.expect("the other namespace's read");
         assert_eq!(other, ["d"]);
         // Let the reads under way answer.
@@ -229,13 +240,13 @@ mod tests {
     /// A read that fails answers each fleet it served with the error.
     #[tokio::test]
     async fn a_failed_read_fails_every_fleet_it_served() {
-        let reader: Reader = Box::new(|_| {
+        let reader: Reader = Box::new(|_, _| {
             Box::pin(async { Err(kube::Error::Service("the API server is away".into())) })
         });
         let reads = SharedReads::with_reader(reader, |_| {});
         let (x, y) = tokio::join!(
-            reads.read(fleet("apps", "a")),
-            reads.read(fleet("apps", "b"))
+            reads.read(fleet("apps", "a"), Vec::new()),
+            reads.read(fleet("apps", "b"), Vec::new())
         );
         assert!(x.is_err() && y.is_err());
     }
