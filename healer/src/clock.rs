@@ -70,7 +70,8 @@ pub const SAMPLES: usize = 8;
 pub const SAMPLE_WINDOW: Span = Span::secs(10);
 
 /// How far the API server's clock may drift from the healer's monotonic clock, in
-/// milliseconds per second of a sample's age: 1 ms/s, twice what NTP ever slews a clock.
+/// milliseconds per second of a sample's age: 1 ms/s, two clocks each slewed by NTP at
+/// its usual most (500 ppm).
 const DRIFT_MS_PER_S: i64 = 1;
 
 /// The API server's clock as the healer measured it.
@@ -84,8 +85,12 @@ const DRIFT_MS_PER_S: i64 = 1;
 /// age allows, all hold the server's clock if it ran steadily since, so their
 /// intersection does too, and two samples on either side of a second's tick narrow it to
 /// their round trips. A server clock stepped within the window is seen when the
-/// intervals no longer meet, and then the latest sample alone bounds it, as before; a
-/// step too small to be seen moves the lower bound by at most that step.
+/// intervals no longer meet, and then the latest sample alone bounds it, as before. What
+/// cannot be seen (a step back smaller than the doubt left, a clock slewed faster than
+/// the drift allowed, API server replicas whose clocks differ by less than the doubt)
+/// moves the lower bound at most to the latest sample's upper bound: a deadline is then
+/// reached at most one second plus that sample's round trip early, against margins of
+/// minutes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ServerClock {
     /// The latest sample; `None` until the first response.
@@ -113,8 +118,9 @@ impl ServerClock {
     /// Bounds on the API server's clock minus the monotonic clock (ms) from one sample,
     /// widened by the drift its age at `now` allows.
     fn bounds_of(s: &DateSample, now: Mono) -> (i64, i64) {
-        let age = now.0.saturating_sub(s.received.0).max(0);
-        let drift = age.saturating_mul(DRIFT_MS_PER_S) / 1000;
+        // From the sending, rounded up: never less than the drift allowed.
+        let age = now.0.saturating_sub(s.sent.0).max(0);
+        let drift = (age.saturating_mul(DRIFT_MS_PER_S) + 999) / 1000;
         (
             s.date.0 - s.received.0 - drift,
             s.date.0 + 1000 - s.sent.0 + drift,
@@ -378,12 +384,13 @@ mod tests {
         });
         let n = now(T0 + Span::mins(15) + Span(800), 2_000);
         let (low, high) = c.server_now(n).expect("measured");
-        assert_eq!(low, T0 + Span(800));
-        assert_eq!(high, T0 + Span(800 + 1_000 + 200));
+        // (Widened by 1 ms of drift for the second since the sample was sent.)
+        assert_eq!(low, T0 + Span(799));
+        assert_eq!(high, T0 + Span(800 + 1_000 + 200 + 1));
         assert_eq!(c.skew(n), Some(Span::mins(15) - Span(600)));
         // Offset from the lowest server time: a server deadline is reached on the
         // healer's clock no earlier than on the server's.
-        assert_eq!(c.offset(n), Span::mins(15));
+        assert_eq!(c.offset(n), Span::mins(15) + Span(1));
     }
 
     #[test]
@@ -420,13 +427,14 @@ mod tests {
         // 10:00:00 at 1000 (round trip 0): the server's clock minus the monotonic one is
         // in [T0 - 1000, T0).
         c.record(sample(T0, 1_000, 1_000));
+        // (Each widened by 1 ms of drift: the allowance is rounded up.)
         let n = now(T0 + Span::mins(15), 1_500);
-        assert_eq!(c.server_now(n), Some((T0 + Span(500), T0 + Span(1_500))));
+        assert_eq!(c.server_now(n), Some((T0 + Span(499), T0 + Span(1_501))));
         // 10:00:01 at 1300: in [T0 - 300, T0 + 700); together [T0 - 300, T0).
         c.record(sample(T0 + Span::secs(1), 1_300, 1_300));
-        assert_eq!(c.server_now(n), Some((T0 + Span(1_200), T0 + Span(1_500))));
-        // A deadline at T0 + 1200 on the server is reached then, not 700 ms later.
-        assert_eq!(c.offset(n), Span::mins(15) - Span(1_200));
+        assert_eq!(c.server_now(n), Some((T0 + Span(1_199), T0 + Span(1_501))));
+        // A deadline at T0 + 1199 on the server is reached then, not 700 ms later.
+        assert_eq!(c.offset(n), Span::mins(15) - Span(1_199));
     }
 
     /// A sample older than the window no longer narrows the bounds, and an older
@@ -436,12 +444,12 @@ mod tests {
         let mut c = ServerClock::default();
         c.record(sample(T0, 1_000, 1_000));
         c.record(sample(T0 + Span::secs(1), 1_300, 1_300));
-        // 5 s after the second sample: the first is 5.3 s old (5 ms of drift), the
-        // second 5 s (5 ms).
+        // 5 s after the second sample: the first was sent 5.3 s ago (6 ms of drift,
+        // rounded up), the second 5 s ago (5 ms).
         let n = now(T0, 6_300);
         let (low, high) = c.server_now(n).expect("measured");
         assert_eq!(low, T0 + Span(6_300 - 300 - 5));
-        assert_eq!(high, T0 + Span(6_300 + 5));
+        assert_eq!(high, T0 + Span(6_300 + 6));
         // Past the window only the latest bounds it: a second of doubt again.
         let n = now(T0, 1_300 + SAMPLE_WINDOW.0 + 1_000);
         let (low, high) = c.server_now(n).expect("measured");

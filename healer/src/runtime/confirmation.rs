@@ -1,5 +1,6 @@
 //! The fresh confirmation of a destructive write: the fleet read again from the API
-//! server ([`super::fresh`], shared with the namespace's other fleets asking at once), decided again on that read, and the two decisions compared
+//! server ([`super::fresh`], shared with the namespace's other fleets asking at once),
+//! decided again on that read, and the two decisions compared
 //! (`crate::confirm`). A write is made only if the fresh decision reaches it too.
 
 use std::sync::Arc;

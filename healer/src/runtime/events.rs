@@ -106,7 +106,8 @@ impl Events {
 
     /// One Event for several writes of one kind and reason made together (a lost node's
     /// force deletes of one fleet): their notes, one per line. Notes that would not fit
-    /// in one Event's note go in as many more as needed, so none is cut off.
+    /// in one Event's note go in as many more as needed, so none is cut off (a single
+    /// note longer than an Event holds would be, as alone).
     pub async fn publish_joined(&self, fleet: &CelldFleet, notes: Vec<ActionNote>) {
         for (first, joined) in join_notes(notes, NOTE_MAX) {
             self.publish(fleet, first.warning, first.reason, first.action, joined)

@@ -341,8 +341,9 @@ impl Sim {
             && !self.skip_confirmation
         {
             if self.join_reads_under_way {
-                // A read sent up to 3 s before this one asked, for another fleet, still
-                // under way: its answer taken as this confirmation's.
+                // A read begun up to 3 s before this confirmation asked (in the runtime,
+                // one under way for the namespace's fleets), its answer taken as this
+                // confirmation's: the model's one fleet stands in for all of them.
                 let sent = self
                     .reads_under_way
                     .iter()

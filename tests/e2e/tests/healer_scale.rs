@@ -269,12 +269,13 @@ async fn scale(
         let ready = t0.elapsed();
         eprintln!("[scale] {n} fleets x 3 members ready ({ready:?} for the last {added})");
         // The statuses settle before the steady minute: every application view reported,
-        // then the healer quiet for 3 s.
+        // then the healer quiet for 5 s (longer than the 3 s a status may be held back,
+        // with room for the queue's debounce).
         all_converged(env, &fleets, Duration::from_secs(120.max(n as u64 / 4))).await?;
         wait_quiet(
             env,
             h,
-            Duration::from_secs(3),
+            Duration::from_secs(5),
             Duration::from_secs(120.max(n as u64 / 4)),
         )
         .await?;
@@ -1027,7 +1028,10 @@ async fn burst_of_nodes(env: &Env, h: usize, n: usize, count: usize, label: &str
         .filter(|(_, d)| *d > 0.0)
         .collect();
     let since_due: f64 = due.values().sum();
-    let per_delete = since_due / all.len().max(1) as f64;
+    // Per force delete sent in that time (a Pod evicted early may have been
+    // force-deleted before it).
+    let deletes_due = due.get("delete pods").copied().unwrap_or(0.0);
+    let per_delete = since_due / deletes_due.max(1.0);
     eprintln!(
         "[burst] {n} fleets: from just before the first deadline the healer sent {since_due:.0} requests ({due:?}), {per_delete:.2} per force delete"
     );

@@ -59,9 +59,9 @@ pub struct Gathered {
 }
 
 /// Number of list requests one fresh read of one fleet makes when its workload exists (one
-/// more when it does not), no claim of another identity sits at a member name (each
-/// such claim adds one) and no Pod is terminating (each node under one adds one), for
-/// the request-cost figures.
+/// more when it does not), no unlabelled claim sits at a member name (up to two add one
+/// each, more one list) and no Pod is terminating (up to two nodes under terminating
+/// Pods add one each, more one list), for the request-cost figures.
 pub fn requests(stateful_set: bool) -> usize {
     if stateful_set { 7 } else { 8 }
 }

@@ -28,6 +28,8 @@ use super::{Gathered, read_many};
 
 /// At most this many fleets share one read (the set-based selectors name each fleet's
 /// identity; this keeps the request line short). More wait for the next read.
+/// (The healer reconciles at most 48 fleets at once, `controller::CONCURRENCY`, so today
+/// fewer ever wait.)
 pub const MOST_SHARING: usize = 64;
 
 /// What a fleet's fresh read answered: its fresh CelldFleet and objects (`None`: gone).
@@ -54,6 +56,26 @@ type Read = Result<Vec<Option<(CelldFleet, Gathered)>>, kube::Error>;
 /// the unit tests).
 type Reader =
     Box<dyn Fn(Vec<Arc<CelldFleet>>, Vec<String>) -> BoxFuture<'static, Read> + Send + Sync>;
+
+/// Removes a namespace's line when its serving task ends early (see `serve`).
+struct Clear<'a> {
+    reads: &'a SharedReads,
+    ns: &'a str,
+    armed: bool,
+}
+
+impl Drop for Clear<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut lines = self
+                .reads
+                .lines
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            lines.remove(self.ns);
+        }
+    }
+}
 
 /// The fresh reads of every namespace (one line each).
 pub struct SharedReads {
@@ -89,7 +111,10 @@ impl SharedReads {
         let ns = fleet.metadata.namespace.clone().unwrap_or_default();
         let (reply, answer) = oneshot::channel();
         let start = {
-            let mut lines = self.lines.lock().expect("fresh read lines");
+            let mut lines = self
+                .lines
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let line = lines.entry(ns.clone()).or_default();
             line.waiting.push(Waiting {
                 fleet,
@@ -103,7 +128,7 @@ impl SharedReads {
         }
         answer.await.unwrap_or_else(|_| {
             Err(Arc::new(kube::Error::Service(
-                "the fresh read was dropped (shutting down)".into(),
+                "the shared fresh read ended without an answer".into(),
             )))
         })
     }
@@ -111,14 +136,26 @@ impl SharedReads {
     /// Serves namespace `ns`'s line until nobody waits: each round takes every fleet
     /// waiting when it starts (at most [`MOST_SHARING`]), reads them, and answers each.
     async fn serve(self: Arc<Self>, ns: String) {
+        // Should this task end any other way than below (a panic, the runtime dropping
+        // it), the line goes with it: its waiters are answered with an error instead of
+        // waiting for ever, and the next fleet to ask starts a line afresh.
+        let mut clear = Clear {
+            reads: &self,
+            ns: &ns,
+            armed: true,
+        };
         loop {
             let round: Vec<Waiting> = {
-                let mut lines = self.lines.lock().expect("fresh read lines");
+                let mut lines = self
+                    .lines
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let Some(line) = lines.get_mut(&ns) else {
                     return;
                 };
                 if line.waiting.is_empty() {
                     lines.remove(&ns);
+                    clear.armed = false;
                     return;
                 }
                 let n = line.waiting.len().min(MOST_SHARING);
