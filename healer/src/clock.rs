@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(c.skew(n), Some(Span::mins(15) - Span(600)));
         // Offset from the lowest server time: a server deadline is reached on the
         // healer's clock no earlier than on the server's.
-        assert_eq!(c.offset(n), Span::mins(15) + Span(1));
+        assert_eq!(c.offset(n), Span(Span::mins(15).0 + 1));
     }
 
     #[test]
