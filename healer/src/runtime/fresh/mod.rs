@@ -337,33 +337,22 @@ impl Workloads {
             }
         };
         let (own, other_read) = if stateful_set {
-            (self.sts(name), self.deployments.is_some())
+            (
+                named(&self.stateful_sets, name).map(|o| o.is_some()),
+                self.deployments.is_some(),
+            )
         } else {
-            (self.dep(name), self.stateful_sets.is_some())
+            (
+                named(&self.deployments, name).map(|o| o.is_some()),
+                self.stateful_sets.is_some(),
+            )
         };
         match own {
             None => kinds(true),
-            Some(Some(())) => (false, false),
-            Some(None) if other_read => (false, false),
-            Some(None) => kinds(false),
+            Some(true) => (false, false),
+            Some(false) if other_read => (false, false),
+            Some(false) => kinds(false),
         }
-    }
-
-    /// `None`: not read; `Some(None)`: read, none named `name`.
-    fn sts(&self, name: &str) -> Option<Option<()>> {
-        self.stateful_sets.as_ref().map(|l| {
-            l.iter()
-                .any(|o| o.metadata.name.as_deref() == Some(name))
-                .then_some(())
-        })
-    }
-
-    fn dep(&self, name: &str) -> Option<Option<()>> {
-        self.deployments.as_ref().map(|l| {
-            l.iter()
-                .any(|o| o.metadata.name.as_deref() == Some(name))
-                .then_some(())
-        })
     }
 
     /// Fleet `name`'s workloads as the snapshot takes them: its own kind's, else the
@@ -374,18 +363,14 @@ impl Workloads {
         stateful_set: bool,
     ) -> (Option<Arc<StatefulSet>>, Option<Arc<Deployment>>) {
         let sts = || {
-            self.stateful_sets
-                .iter()
+            named(&self.stateful_sets, name)
                 .flatten()
-                .find(|o| o.metadata.name.as_deref() == Some(name))
                 .cloned()
                 .map(Arc::new)
         };
         let dep = || {
-            self.deployments
-                .iter()
+            named(&self.deployments, name)
                 .flatten()
-                .find(|o| o.metadata.name.as_deref() == Some(name))
                 .cloned()
                 .map(Arc::new)
         };
@@ -401,6 +386,13 @@ impl Workloads {
             }
         }
     }
+}
+
+/// The object named `name` among `list`: `None` when the list was not read,
+/// `Some(None)` when none is named so.
+fn named<'a, K: kube::Resource>(list: &'a Option<Vec<K>>, name: &str) -> Option<Option<&'a K>> {
+    list.as_ref()
+        .map(|l| l.iter().find(|o| o.meta().name.as_deref() == Some(name)))
 }
 
 /// Reads the fleet and its objects from the API server. `Ok(None)` when the CelldFleet
