@@ -107,6 +107,7 @@ impl Controller {
             s.health.clone(),
             &s.served,
         ));
+        let all_listed = watches.listed();
         let memory = Arc::new(Memory::default());
         let (forget, metrics) = (memory.clone(), s.metrics.clone());
         let fleets_changed = Arc::new(tokio::sync::Notify::new());
@@ -202,6 +203,15 @@ impl Controller {
             Some((leading, rx))
         })
         .filter_map(|leading| std::future::ready(leading.then_some(())));
+        // So does every watch becoming listed (the start, a recovery), while leading:
+        // the fleets asked for before then were turned away as "unsynced".
+        let gate = s.gate.clone();
+        let listed = futures::stream::unfold(all_listed, |mut rx| async move {
+            rx.changed().await.ok()?;
+            rx.borrow_and_update();
+            Some(((), rx))
+        })
+        .filter(move |()| std::future::ready(gate.may_act()));
 
         let m = watches::by_identity(fleets.clone());
         let (m1, m2, m3, m4, m5, m6, m7) = (
@@ -235,6 +245,7 @@ impl Controller {
             .watches_stream(touched.services, move |o: Service| m7(&Obj::service(&o)))
             .watches_stream(touched.reservations, m8)
             .reconcile_all_on(became_leader)
+            .reconcile_all_on(listed)
             .reconcile_on(poked)
             .reconcile_on(zone_changes)
             .graceful_shutdown_on(async move {

@@ -208,6 +208,9 @@ impl Writing<'_> {
                 }
                 ctx.memory.fleet(key, |f| f.failures = 0);
                 if let Action::ForceDeletePod { uid, .. } = action {
+                    ctx.memory.fleet(key, |f| {
+                        f.force_deleted_at = Some(std::time::Instant::now())
+                    });
                     ctx.memory
                         .force_retry
                         .lock()

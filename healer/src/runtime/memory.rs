@@ -62,6 +62,9 @@ pub struct FleetRecord {
     /// When its status was last patched (patches are spaced:
     /// `status_writer::STATUS_EVERY`).
     pub status_written: Option<Instant>,
+    /// When it last force-deleted a Pod: its status waits one spacing from then too
+    /// (`status_writer::STATUS_EVERY`).
+    pub force_deleted_at: Option<Instant>,
     /// Its capacity policy's latest observation and history write.
     pub capacity: Option<CapacityMemo>,
 }
@@ -240,6 +243,7 @@ mod tests {
             holds: 1,
             ignored: vec!["x".into()],
             status_written: Some(Instant::now()),
+            force_deleted_at: Some(Instant::now()),
             capacity: Some(CapacityMemo {
                 observation: Default::default(),
                 collected: Instant::now(),

@@ -26,12 +26,23 @@ use crate::plan::Plan;
 /// fleet fall to about one per step a person would notice (the evictions, the force
 /// deletes, the members back), while a lone change still goes out at once. A status
 /// never holds up a write: it is patched after the pass's write.
+///
+/// A force delete counts as a patch here: the status after it waits one interval. The
+/// members it moved pass through their next states (gone, pending, running) within
+/// those seconds, and in a burst a patch sent at once reached the API server beside the
+/// other fleets' force deletes it was answering (at 50 fleets, every fleet's deletes
+/// came back from one shared read at once, then every fleet's patch).
 pub(super) const STATUS_EVERY: Duration = Duration::from_secs(3);
 
 /// How long a changed status waits for its patch, if it must: the fleet's last patch
-/// went out `last`, less than [`STATUS_EVERY`] before `now`.
-fn held_back(last: Option<Instant>, now: Instant) -> Option<Duration> {
-    let since = now.saturating_duration_since(last?);
+/// (`patched`) or its last force delete, the later of the two, was less than
+/// [`STATUS_EVERY`] before `now`.
+fn held_back(
+    patched: Option<Instant>,
+    force_deleted: Option<Instant>,
+    now: Instant,
+) -> Option<Duration> {
+    let since = now.saturating_duration_since(patched.max(force_deleted)?);
     (since < STATUS_EVERY).then(|| STATUS_EVERY - since)
 }
 
@@ -60,8 +71,10 @@ pub(super) async fn write_status(
     let was = blocked_of(&old);
     let is = blocked_of(new);
     let held = if &old != new && spacing == Spacing::Spaced {
-        let last = ctx.memory.fleet(&key, |f| f.status_written);
-        held_back(last, Instant::now())
+        let (patched, force_deleted) = ctx
+            .memory
+            .fleet(&key, |f| (f.status_written, f.force_deleted_at));
+        held_back(patched, force_deleted, Instant::now())
     } else {
         None
     };
@@ -208,14 +221,34 @@ mod tests {
     #[test]
     fn a_status_waits_out_the_interval_since_the_last_patch() {
         let now = Instant::now();
-        assert_eq!(held_back(None, now), None);
+        assert_eq!(held_back(None, None, now), None);
         let ms = Duration::from_millis;
         assert_eq!(
-            held_back(Some(now - ms(300)), now),
+            held_back(Some(now - ms(300)), None, now),
             Some(STATUS_EVERY - ms(300))
         );
-        assert_eq!(held_back(Some(now - STATUS_EVERY), now), None);
-        assert_eq!(held_back(Some(now - ms(5_000)), now), None);
+        assert_eq!(held_back(Some(now - STATUS_EVERY), None, now), None);
+        assert_eq!(held_back(Some(now - ms(5_000)), None, now), None);
+    }
+
+    /// A force delete holds the status back like a patch: the later of the two counts.
+    #[test]
+    fn a_status_waits_out_the_interval_since_the_last_force_delete() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            held_back(None, Some(now - ms(100)), now),
+            Some(STATUS_EVERY - ms(100))
+        );
+        assert_eq!(
+            held_back(Some(now - ms(2_000)), Some(now - ms(500)), now),
+            Some(STATUS_EVERY - ms(500))
+        );
+        assert_eq!(
+            held_back(Some(now - ms(500)), Some(now - ms(2_000)), now),
+            Some(STATUS_EVERY - ms(500))
+        );
+        assert_eq!(held_back(None, Some(now - ms(5_000)), now), None);
     }
 
     #[test]

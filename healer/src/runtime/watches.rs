@@ -98,6 +98,8 @@ pub(super) struct WatchHealth {
     states: Mutex<BTreeMap<WatchKey, WatchState>>,
     /// How many times a watch failed: events may have been missed meanwhile.
     failures: std::sync::atomic::AtomicU64,
+    /// Counts the moments every watch became listed and healthy ([`Self::listed`]).
+    listed: tokio::sync::watch::Sender<u64>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 }
@@ -122,6 +124,7 @@ impl WatchHealth {
         WatchHealth {
             states: Mutex::new(states),
             failures: std::sync::atomic::AtomicU64::new(0),
+            listed: tokio::sync::watch::Sender::new(0),
             metrics,
             health,
         }
@@ -140,6 +143,7 @@ impl WatchHealth {
         };
         let Some(next) = next else { return };
         let mut states = self.states.lock().expect("watch states");
+        let all_before = states.values().all(|s| *s == WatchState::Ok);
         let prev = states.insert(key.clone(), next.clone());
         if prev.as_ref() != Some(&next) {
             match &next {
@@ -166,7 +170,18 @@ impl WatchHealth {
         }
         if states.values().all(|s| *s == WatchState::Ok) {
             self.health.set_synced();
+            if !all_before {
+                self.listed.send_modify(|n| *n += 1);
+            }
         }
+    }
+
+    /// Changes each time every watch has become listed and healthy (at the start, and
+    /// after a watch failed and recovered). The controller reconciles every fleet then:
+    /// the fleets turned away while the caches were incomplete
+    /// (`super::reconcile`, "unsynced") are looked at at once, not up to a second later.
+    pub(super) fn listed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.listed.subscribe()
     }
 
     /// How many times a watch failed since the start: a watch that failed may have
@@ -566,10 +581,12 @@ mod tests {
     fn no_fleet_is_acted_on_until_every_watch_listed_and_while_one_fails() {
         let health = Arc::new(Health::default());
         let w = WatchHealth::new(Arc::new(Metrics::new()), health.clone(), &Served::All);
+        let mut listed = w.listed();
         let done: Result<Event<Pod>, watcher::Error> = Ok(Event::InitDone);
         for name in &WATCHES[1..] {
             w.record(&(*name, None), &done);
         }
+        assert!(!listed.has_changed().unwrap(), "not every watch listed yet");
         assert!(
             w.ready()
                 .unwrap_err()
@@ -579,14 +596,22 @@ mod tests {
         w.record(&("celldfleets", None), &done);
         assert_eq!(w.ready(), Ok(()));
         assert!(health.synced());
+        // The moment every watch listed is told once (the controller reconciles every
+        // fleet then); later events of healthy watches tell nothing.
+        assert_eq!(*listed.borrow_and_update(), 1);
+        w.record(&("pods", None), &done);
+        assert!(!listed.has_changed().unwrap());
         let failed: Result<Event<Pod>, watcher::Error> = Err(watcher::Error::NoResourceVersion);
         w.record(&("pods", None), &failed);
         assert!(w.ready().unwrap_err().starts_with("pods: "));
         // A re-list in progress keeps the failure; its end clears it.
         w.record::<Pod>(&("pods", None), &Ok(Event::Init));
         assert!(w.ready().is_err());
+        assert!(!listed.has_changed().unwrap(), "a watch is failing");
         w.record(&("pods", None), &done);
         assert_eq!(w.ready(), Ok(()));
+        // A recovery is told again.
+        assert_eq!(*listed.borrow_and_update(), 2);
     }
 
     /// Served namespaces: each has its own watch of each namespaced resource, and every

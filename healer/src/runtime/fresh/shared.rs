@@ -4,9 +4,17 @@
 //! same second, and each must confirm it on a fresh read (`crate::confirm`). Read one by
 //! one, that is seven lists or more per fleet, sent to an API server that the burst
 //! already loads, before each delete. Here a fleet asking for a fresh read joins the
-//! namespace's queue; one read at a time runs per namespace, and it serves every fleet
-//! that was waiting when it started ([`super::read_many`]: one request per kind for all
-//! of them).
+//! namespace's line; a read serves every fleet waiting when it starts
+//! ([`super::read_many`]: one request per kind for all of them).
+//!
+//! **When a read starts.** A deletionTimestamp has whole seconds, so the fleets of a
+//! burst are due at the same instant: they wake within milliseconds of each other and
+//! reach their confirmation over the next few tens of milliseconds, as the runtime's
+//! threads get to them. A read therefore starts once no fleet has joined the line for
+//! [`QUIET`], and at the latest [`MOST_WAIT`] after the first of its fleets asked; a
+//! lone fleet waits [`QUIET`]. Up to [`IN_FLIGHT`] reads of a namespace run at once, so
+//! a fleet that asks while a read is under way waits for that gathering wait, not for the
+//! read under way to end.
 //!
 //! **Freshness is kept:** a fleet is served only by a read that *starts after it
 //! asked*. A fleet that asks while a read is in flight waits for the next one, never
@@ -18,11 +26,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use celld_api::CelldFleet;
 use futures::future::BoxFuture;
 use kube::Client;
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::time::Instant;
 
 use super::{Gathered, read_many};
 
@@ -31,6 +41,16 @@ use super::{Gathered, read_many};
 /// (The healer reconciles at most 48 fleets at once, `controller::CONCURRENCY`, so today
 /// fewer ever wait.)
 pub const MOST_SHARING: usize = 64;
+
+/// A read starts once no fleet has joined its line for this long (see the module docs).
+pub const QUIET: Duration = Duration::from_millis(10);
+
+/// A read starts at the latest this long after the first fleet it serves asked, however
+/// many keep joining.
+pub const MOST_WAIT: Duration = Duration::from_millis(50);
+
+/// Reads of one namespace in flight at once.
+pub const IN_FLIGHT: usize = 2;
 
 /// What a fleet's fresh read answered: its fresh CelldFleet and objects (`None`: gone).
 pub type Answer = Result<Option<(CelldFleet, Gathered)>, Arc<kube::Error>>;
@@ -42,11 +62,32 @@ struct Waiting {
     reply: oneshot::Sender<Answer>,
 }
 
-/// One namespace's line: whether a read runs, and the fleets waiting for the next.
-#[derive(Default)]
+/// One namespace's line: the fleets waiting for the next read, when the first and the
+/// latest of them asked, whether a task gathers them, and the namespace's reads in
+/// flight (its permits).
 struct Line {
-    reading: bool,
     waiting: Vec<Waiting>,
+    first: Instant,
+    latest: Instant,
+    gathering: bool,
+    reads: Arc<Semaphore>,
+}
+
+impl Line {
+    fn new(now: Instant) -> Line {
+        Line {
+            waiting: Vec::new(),
+            first: now,
+            latest: now,
+            gathering: false,
+            reads: Arc::new(Semaphore::new(IN_FLIGHT)),
+        }
+    }
+
+    /// Whether nothing is left of the line: nobody waits, nobody gathers, no read runs.
+    fn idle(&self) -> bool {
+        self.waiting.is_empty() && !self.gathering && self.reads.available_permits() == IN_FLIGHT
+    }
 }
 
 /// What one read of some fleets of a namespace answers, in their order.
@@ -57,7 +98,7 @@ type Read = Result<Vec<Option<(CelldFleet, Gathered)>>, kube::Error>;
 type Reader =
     Box<dyn Fn(Vec<Arc<CelldFleet>>, Vec<String>) -> BoxFuture<'static, Read> + Send + Sync>;
 
-/// Removes a namespace's line when its serving task ends early (see `serve`).
+/// Removes a namespace's line when its gathering task ends early (see `gather`).
 struct Clear<'a> {
     reads: &'a SharedReads,
     ns: &'a str,
@@ -67,12 +108,7 @@ struct Clear<'a> {
 impl Drop for Clear<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let mut lines = self
-                .reads
-                .lines
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            lines.remove(self.ns);
+            self.reads.lines().remove(self.ns);
         }
     }
 }
@@ -103,6 +139,12 @@ impl SharedReads {
         })
     }
 
+    fn lines(&self) -> std::sync::MutexGuard<'_, HashMap<String, Line>> {
+        self.lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Reads `fleet` fresh, with whichever fleets of its namespace ask before the read
     /// starts (see the module docs). `nodes`: the nodes the caches show under its
     /// terminating Pods, read in the same round trip as the rest (a node found under a
@@ -111,20 +153,22 @@ impl SharedReads {
         let ns = fleet.metadata.namespace.clone().unwrap_or_default();
         let (reply, answer) = oneshot::channel();
         let start = {
-            let mut lines = self
-                .lines
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let line = lines.entry(ns.clone()).or_default();
+            let now = Instant::now();
+            let mut lines = self.lines();
+            let line = lines.entry(ns.clone()).or_insert_with(|| Line::new(now));
+            if line.waiting.is_empty() {
+                line.first = now;
+            }
+            line.latest = now;
             line.waiting.push(Waiting {
                 fleet,
                 nodes,
                 reply,
             });
-            !std::mem::replace(&mut line.reading, true)
+            !std::mem::replace(&mut line.gathering, true)
         };
         if start {
-            tokio::spawn(self.clone().serve(ns));
+            tokio::spawn(self.clone().gather(ns));
         }
         answer.await.unwrap_or_else(|_| {
             Err(Arc::new(kube::Error::Service(
@@ -133,9 +177,11 @@ impl SharedReads {
         })
     }
 
-    /// Serves namespace `ns`'s line until nobody waits: each round takes every fleet
-    /// waiting when it starts (at most [`MOST_SHARING`]), reads them, and answers each.
-    async fn serve(self: Arc<Self>, ns: String) {
+    /// Gathers namespace `ns`'s line into reads until nobody waits: each round waits for
+    /// the line to be quiet ([`QUIET`], [`MOST_WAIT`]) and for a read in flight to end if
+    /// [`IN_FLIGHT`] are, then takes every fleet waiting at that moment (at most
+    /// [`MOST_SHARING`]) into a read of their own.
+    async fn gather(self: Arc<Self>, ns: String) {
         // Should this task end any other way than below (a panic, the runtime dropping
         // it), the line goes with it: its waiters are answered with an error instead of
         // waiting for ever, and the next fleet to ask starts a line afresh.
@@ -145,37 +191,82 @@ impl SharedReads {
             armed: true,
         };
         loop {
-            let round: Vec<Waiting> = {
-                let mut lines = self
-                    .lines
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let Some(line) = lines.get_mut(&ns) else {
-                    return;
+            // The gathering wait, from the first and the latest fleet waiting.
+            loop {
+                let until = {
+                    let lines = self.lines();
+                    let Some(line) = lines.get(&ns) else {
+                        clear.armed = false;
+                        return;
+                    };
+                    (line.latest + QUIET).min(line.first + MOST_WAIT)
                 };
-                if line.waiting.is_empty() {
-                    lines.remove(&ns);
+                if Instant::now() >= until {
+                    break;
+                }
+                tokio::time::sleep_until(until).await;
+            }
+            let slots = match self.lines().get(&ns) {
+                Some(line) => line.reads.clone(),
+                None => {
                     clear.armed = false;
                     return;
                 }
-                let n = line.waiting.len().min(MOST_SHARING);
-                line.waiting.drain(..n).collect()
             };
-            (self.on_round)(round.len());
-            let fleets: Vec<Arc<CelldFleet>> = round.iter().map(|w| w.fleet.clone()).collect();
-            let nodes: Vec<String> = round.iter().flat_map(|w| w.nodes.clone()).collect();
-            match (self.reader)(fleets, nodes).await {
-                Ok(answers) => {
-                    for (w, a) in round.into_iter().zip(answers) {
-                        // A fleet no longer waiting (its reconcile ended) is not answered.
-                        let _ = w.reply.send(Ok(a));
-                    }
+            // Never closed: the line owns it.
+            let Ok(permit) = slots.acquire_owned().await else {
+                return;
+            };
+            let round: Vec<Waiting> = {
+                let mut lines = self.lines();
+                let Some(line) = lines.get_mut(&ns) else {
+                    clear.armed = false;
+                    return;
+                };
+                let n = line.waiting.len().min(MOST_SHARING);
+                let round: Vec<Waiting> = line.waiting.drain(..n).collect();
+                // Those left (past MOST_SHARING) have waited since before this moment.
+                line.first = Instant::now();
+                if line.waiting.is_empty() {
+                    line.gathering = false;
+                    clear.armed = false;
                 }
-                Err(e) => {
-                    let e = Arc::new(e);
-                    for w in round {
-                        let _ = w.reply.send(Err(e.clone()));
-                    }
+                round
+            };
+            if !round.is_empty() {
+                tokio::spawn(self.clone().serve(ns.clone(), round, permit));
+            }
+            if !clear.armed {
+                return;
+            }
+        }
+    }
+
+    /// Reads the fleets of `round` (all of them asked before this moment) and answers
+    /// each; the line goes once nothing is left of it.
+    async fn serve(self: Arc<Self>, ns: String, round: Vec<Waiting>, permit: OwnedSemaphorePermit) {
+        (self.on_round)(round.len());
+        let fleets: Vec<Arc<CelldFleet>> = round.iter().map(|w| w.fleet.clone()).collect();
+        let nodes: Vec<String> = round.iter().flat_map(|w| w.nodes.clone()).collect();
+        let read = (self.reader)(fleets, nodes).await;
+        drop(permit);
+        {
+            let mut lines = self.lines();
+            if lines.get(&ns).is_some_and(Line::idle) {
+                lines.remove(&ns);
+            }
+        }
+        match read {
+            Ok(answers) => {
+                for (w, a) in round.into_iter().zip(answers) {
+                    // A fleet no longer waiting (its reconcile ended) is not answered.
+                    let _ = w.reply.send(Ok(a));
+                }
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                for w in round {
+                    let _ = w.reply.send(Err(e.clone()));
                 }
             }
         }
@@ -186,7 +277,7 @@ impl SharedReads {
 mod tests {
     use std::sync::Mutex as StdMutex;
 
-    use tokio::sync::{Notify, mpsc};
+    use tokio::sync::mpsc;
 
     use super::*;
 
@@ -203,13 +294,16 @@ mod tests {
     }
 
     /// A reader that reports each read's fleets as it starts, and answers only when let
-    /// go (each fleet found as it was asked for, with nothing else).
-    fn held_reader(started: mpsc::UnboundedSender<Vec<String>>, go: Arc<Notify>) -> Reader {
+    /// go (one read per permit added to `go`; each fleet found as it was asked for, with
+    /// nothing else).
+    fn held_reader(started: mpsc::UnboundedSender<Vec<String>>, go: Arc<Semaphore>) -> Reader {
         Box::new(move |fleets, _| {
             let (started, go) = (started.clone(), go.clone());
             Box::pin(async move {
                 let _ = started.send(fleets.iter().map(|f| name(f)).collect());
-                go.notified().await;
+                if let Ok(p) = go.acquire().await {
+                    p.forget();
+                }
                 Ok(fleets
                     .iter()
                     .map(|f| {
@@ -229,49 +323,159 @@ mod tests {
         })
     }
 
-    /// Fleets of a namespace that ask before a read starts share it; one that asks while
-    /// it is under way is served by the next read, which starts after it asked, never by
-    /// the one already sent. Another namespace has a line of its own.
-    #[tokio::test]
-    async fn a_read_serves_only_fleets_that_asked_before_it_started() {
-        let (tx, mut started) = mpsc::unbounded_channel();
-        let go = Arc::new(Notify::new());
+    type Asked = tokio::task::JoinHandle<Answer>;
+
+    fn ask(reads: &Arc<SharedReads>, ns: &str, n: &str) -> Asked {
+        let (reads, f) = (reads.clone(), fleet(ns, n));
+        tokio::spawn(async move { reads.read(f, Vec::new()).await })
+    }
+
+    async fn answered(h: Asked) -> String {
+        name(&h.await.expect("joined").expect("read").expect("found").0)
+    }
+
+    /// Shared reads through a [`held_reader`]: the reads started, the permits that let
+    /// them answer, and the fleets each served.
+    struct Held {
+        reads: Arc<SharedReads>,
+        started: mpsc::UnboundedReceiver<Vec<String>>,
+        go: Arc<Semaphore>,
+        rounds: Arc<StdMutex<Vec<usize>>>,
+    }
+
+    fn held() -> Held {
+        let (tx, started) = mpsc::unbounded_channel();
+        let go = Arc::new(Semaphore::new(0));
         let rounds = Arc::new(StdMutex::new(Vec::new()));
         let r = rounds.clone();
         let reads = SharedReads::with_reader(held_reader(tx, go.clone()), move |n| {
             r.lock().expect("rounds").push(n)
         });
+        Held {
+            reads,
+            started,
+            go,
+            rounds,
+        }
+    }
+
+    /// Fleets of a namespace that ask before a read starts share it; one that asks while
+    /// it is under way is served by a read that starts after it asked (at once, beside
+    /// the one under way), never by the one already sent. Another namespace has a line
+    /// of its own.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_serves_only_fleets_that_asked_before_it_started() {
+        let Held {
+            reads,
+            mut started,
+            go,
+            rounds,
+        } = held();
         // a and b ask together: one read serves both.
-        let (ra, rb) = (reads.clone(), reads.clone());
-        let a = tokio::spawn(async move { ra.read(fleet("apps", "a"), Vec::new()).await });
-        let b = tokio::spawn(async move { rb.read(fleet("apps", "b"), Vec::new()).await });
-        tokio::task::yield_now().await;
+        let (a, b) = (ask(&reads, "apps", "a"), ask(&reads, "apps", "b"));
         let first = started.recv().await.expect("a first read");
         assert_eq!(first, ["a", "b"]);
         // c asks while that read is under way; d in another namespace.
-        let (rc, rd) = (reads.clone(), reads.clone());
-        let c = tokio::spawn(async move { rc.read(fleet("apps", "c"), Vec::new()).await });
-        let d = tokio::spawn(async move { rd.read(fleet("other", "d"), Vec::new()).await });
-        let other = started.recv().await.expect("the other namespace's read");
-        assert_eq!(other, ["d"]);
-        // Let the reads under way answer.
-        go.notify_waiters();
-        for (h, want) in [(a, "a"), (b, "b"), (d, "d")] {
-            let got = h.await.expect("joined").expect("read").expect("found");
-            assert_eq!(name(&got.0), want);
-        }
-        let second = started.recv().await.expect("a second read");
+        let (c, d) = (ask(&reads, "apps", "c"), ask(&reads, "other", "d"));
+        let mut next = vec![
+            started.recv().await.expect("a read"),
+            started.recv().await.expect("a read"),
+        ];
+        next.sort();
         assert_eq!(
-            second,
-            ["c"],
-            "c is served by a read that started after it asked"
+            next,
+            [vec!["c"], vec!["d"]],
+            "c is served by a read that started after it asked, while the first is held"
         );
-        go.notify_waiters();
-        let got = c.await.expect("joined").expect("read").expect("found");
-        assert_eq!(name(&got.0), "c");
+        go.add_permits(3);
+        for (h, want) in [(a, "a"), (b, "b"), (c, "c"), (d, "d")] {
+            assert_eq!(answered(h).await, want);
+        }
         let mut n = rounds.lock().expect("rounds").clone();
         n.sort_unstable();
         assert_eq!(n, [1, 1, 2]);
+        assert!(reads.lines().is_empty(), "nothing is left of a line served");
+    }
+
+    /// Fleets that keep asking less than QUIET apart share one read; it starts QUIET
+    /// after the latest of them, and at the latest MOST_WAIT after the first.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_waits_for_the_line_to_be_quiet_but_not_for_ever() {
+        let Held {
+            reads,
+            mut started,
+            go,
+            ..
+        } = held();
+        let t0 = Instant::now();
+        let mut asked = Vec::new();
+        for i in 0..3 {
+            asked.push(ask(&reads, "apps", &format!("f{i}")));
+            tokio::time::sleep(QUIET / 2).await;
+        }
+        let first = started.recv().await.expect("a read");
+        assert_eq!(first, ["f0", "f1", "f2"]);
+        assert!(Instant::now() - t0 >= QUIET, "a read waits for the quiet");
+        go.add_permits(1);
+        for h in asked.drain(..) {
+            answered(h).await;
+        }
+        // Fleets asking every QUIET/2 for ever: the first read starts MOST_WAIT after the
+        // first of them.
+        let t1 = Instant::now();
+        let keep_asking = {
+            let reads = reads.clone();
+            tokio::spawn(async move {
+                let mut hs = Vec::new();
+                for i in 0..40 {
+                    hs.push(ask(&reads, "apps", &format!("g{i:02}")));
+                    tokio::time::sleep(QUIET / 2).await;
+                }
+                hs
+            })
+        };
+        let first = started.recv().await.expect("a read");
+        let waited = Instant::now() - t1;
+        assert!(
+            waited >= MOST_WAIT && waited < MOST_WAIT + QUIET,
+            "started after {waited:?}"
+        );
+        assert!(
+            (10..=11).contains(&first.len()),
+            "the fleets of the first MOST_WAIT: {first:?}"
+        );
+        go.add_permits(100);
+        for h in keep_asking.await.expect("joined") {
+            answered(h).await;
+        }
+    }
+
+    /// At most IN_FLIGHT reads of a namespace run at once: a fleet asking while they are
+    /// held waits, and is read once one of them ends (in a read that starts after it
+    /// asked).
+    #[tokio::test(start_paused = true)]
+    async fn at_most_in_flight_reads_of_a_namespace_run_at_once() {
+        let Held {
+            reads,
+            mut started,
+            go,
+            ..
+        } = held();
+        let mut asked = Vec::new();
+        for n in ["a", "b", "c"] {
+            asked.push(ask(&reads, "apps", n));
+            if n != "c" {
+                assert_eq!(started.recv().await.expect("a read"), [n]);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(started.try_recv().is_err(), "a third read started");
+        go.add_permits(1);
+        assert_eq!(started.recv().await.expect("a read"), ["c"]);
+        go.add_permits(2);
+        for (h, want) in asked.into_iter().zip(["a", "b", "c"]) {
+            assert_eq!(answered(h).await, want);
+        }
     }
 
     /// A read that fails answers each fleet it served with the error.
