@@ -33,6 +33,7 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::Instant;
+use tracing::debug;
 
 use super::{Gathered, read_many};
 
@@ -60,6 +61,7 @@ struct Waiting {
     /// The nodes the caches show under the fleet's terminating Pods (read with the rest).
     nodes: Vec<String>,
     reply: oneshot::Sender<Answer>,
+    asked: Instant,
 }
 
 /// One namespace's line: the fleets waiting for the next read, when the first and the
@@ -164,6 +166,7 @@ impl SharedReads {
                 fleet,
                 nodes,
                 reply,
+                asked: now,
             });
             !std::mem::replace(&mut line.gathering, true)
         };
@@ -248,8 +251,22 @@ impl SharedReads {
         (self.on_round)(round.len());
         let fleets: Vec<Arc<CelldFleet>> = round.iter().map(|w| w.fleet.clone()).collect();
         let nodes: Vec<String> = round.iter().flat_map(|w| w.nodes.clone()).collect();
+        let sent = Instant::now();
+        let waited = round
+            .iter()
+            .map(|w| sent - w.asked)
+            .max()
+            .unwrap_or_default();
         let read = (self.reader)(fleets, nodes).await;
         drop(permit);
+        debug!(
+            namespace = %ns,
+            fleets = round.len(),
+            waited_ms = waited.as_millis() as u64,
+            read_ms = sent.elapsed().as_millis() as u64,
+            ok = read.is_ok(),
+            "shared fresh read"
+        );
         {
             let mut lines = self.lines();
             if lines.get(&ns).is_some_and(Line::idle) {
