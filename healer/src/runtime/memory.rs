@@ -65,6 +65,9 @@ pub struct FleetRecord {
     /// When it last force-deleted a Pod: its status waits one spacing from then too
     /// (`status_writer::STATUS_EVERY`).
     pub force_deleted_at: Option<Instant>,
+    /// Since when a changed status has been held back (cleared by a patch): a status is
+    /// held at most twice the spacing.
+    pub status_held_since: Option<Instant>,
     /// Its capacity policy's latest observation and history write.
     pub capacity: Option<CapacityMemo>,
 }
@@ -244,6 +247,7 @@ mod tests {
             ignored: vec!["x".into()],
             status_written: Some(Instant::now()),
             force_deleted_at: Some(Instant::now()),
+            status_held_since: Some(Instant::now()),
             capacity: Some(CapacityMemo {
                 observation: Default::default(),
                 collected: Instant::now(),

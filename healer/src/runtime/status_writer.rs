@@ -36,12 +36,18 @@ pub(super) const STATUS_EVERY: Duration = Duration::from_secs(3);
 
 /// How long a changed status waits for its patch, if it must: the fleet's last patch
 /// (`patched`) or its last force delete, the later of the two, was less than
-/// [`STATUS_EVERY`] before `now`.
+/// [`STATUS_EVERY`] before `now`. A change already held since `held` for twice the
+/// interval goes out at once, so force deletes coming less than an interval apart (a
+/// long evacuation) cannot hold a status back for longer than that.
 fn held_back(
     patched: Option<Instant>,
     force_deleted: Option<Instant>,
+    held: Option<Instant>,
     now: Instant,
 ) -> Option<Duration> {
+    if held.is_some_and(|h| now.saturating_duration_since(h) >= 2 * STATUS_EVERY) {
+        return None;
+    }
     let since = now.saturating_duration_since(patched.max(force_deleted)?);
     (since < STATUS_EVERY).then(|| STATUS_EVERY - since)
 }
@@ -71,11 +77,24 @@ pub(super) async fn write_status(
     let was = blocked_of(&old);
     let is = blocked_of(new);
     let held = if &old != new && spacing == Spacing::Spaced {
-        let (patched, force_deleted) = ctx
-            .memory
-            .fleet(&key, |f| (f.status_written, f.force_deleted_at));
-        held_back(patched, force_deleted, Instant::now())
+        let now = Instant::now();
+        ctx.memory.fleet(&key, |f| {
+            let wait = held_back(
+                f.status_written,
+                f.force_deleted_at,
+                f.status_held_since,
+                now,
+            );
+            if wait.is_some() {
+                f.status_held_since.get_or_insert(now);
+            }
+            wait
+        })
     } else {
+        if &old == new {
+            // Nothing is held any more: the next change is spaced from its own start.
+            ctx.memory.fleet(&key, |f| f.status_held_since = None);
+        }
         None
     };
     if &old != new && held.is_none() {
@@ -109,8 +128,10 @@ pub(super) async fn write_status(
             match r {
                 Ok(_) => {
                     ctx.metrics.status_writes.inc();
-                    ctx.memory
-                        .fleet(&key, |f| f.status_written = Some(Instant::now()));
+                    ctx.memory.fleet(&key, |f| {
+                        f.status_written = Some(Instant::now());
+                        f.status_held_since = None;
+                    });
                 }
                 // The fleet moved on since it was read (a lagging cache, another writer):
                 // its watch event brings a reconcile with the newer version.
@@ -221,14 +242,14 @@ mod tests {
     #[test]
     fn a_status_waits_out_the_interval_since_the_last_patch() {
         let now = Instant::now();
-        assert_eq!(held_back(None, None, now), None);
+        assert_eq!(held_back(None, None, None, now), None);
         let ms = Duration::from_millis;
         assert_eq!(
-            held_back(Some(now - ms(300)), None, now),
+            held_back(Some(now - ms(300)), None, None, now),
             Some(STATUS_EVERY - ms(300))
         );
-        assert_eq!(held_back(Some(now - STATUS_EVERY), None, now), None);
-        assert_eq!(held_back(Some(now - ms(5_000)), None, now), None);
+        assert_eq!(held_back(Some(now - STATUS_EVERY), None, None, now), None);
+        assert_eq!(held_back(Some(now - ms(5_000)), None, None, now), None);
     }
 
     /// A force delete holds the status back like a patch: the later of the two counts.
@@ -237,18 +258,41 @@ mod tests {
         let now = Instant::now();
         let ms = Duration::from_millis;
         assert_eq!(
-            held_back(None, Some(now - ms(100)), now),
+            held_back(None, Some(now - ms(100)), None, now),
             Some(STATUS_EVERY - ms(100))
         );
         assert_eq!(
-            held_back(Some(now - ms(2_000)), Some(now - ms(500)), now),
+            held_back(Some(now - ms(2_000)), Some(now - ms(500)), None, now),
             Some(STATUS_EVERY - ms(500))
         );
         assert_eq!(
-            held_back(Some(now - ms(500)), Some(now - ms(2_000)), now),
+            held_back(Some(now - ms(500)), Some(now - ms(2_000)), None, now),
             Some(STATUS_EVERY - ms(500))
         );
-        assert_eq!(held_back(None, Some(now - ms(5_000)), now), None);
+        assert_eq!(held_back(None, Some(now - ms(5_000)), None, now), None);
+    }
+
+    /// Force deletes coming less than an interval apart hold a change back at most twice
+    /// the interval from when it was first held.
+    #[test]
+    fn a_status_held_by_force_deletes_goes_out_after_twice_the_interval() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let recent = Some(now - ms(500));
+        assert!(held_back(None, recent, Some(now - ms(1_000)), now).is_some());
+        assert_eq!(
+            held_back(None, recent, Some(now - 2 * STATUS_EVERY), now),
+            None
+        );
+        assert_eq!(
+            held_back(
+                Some(now - ms(200)),
+                recent,
+                Some(now - 3 * STATUS_EVERY),
+                now
+            ),
+            None
+        );
     }
 
     #[test]
