@@ -206,11 +206,14 @@ impl Writing<'_> {
                     );
                     tokio::spawn(async move { events.record_action(&f, &p, &a).await });
                 }
-                ctx.memory.fleet(key, |f| f.failures = 0);
+                let force_deleted = matches!(action, Action::ForceDeletePod { .. });
+                ctx.memory.fleet(key, |f| {
+                    f.failures = 0;
+                    if force_deleted {
+                        f.force_deleted_at = Some(std::time::Instant::now());
+                    }
+                });
                 if let Action::ForceDeletePod { uid, .. } = action {
-                    ctx.memory.fleet(key, |f| {
-                        f.force_deleted_at = Some(std::time::Instant::now())
-                    });
                     ctx.memory
                         .force_retry
                         .lock()

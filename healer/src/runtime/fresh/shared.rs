@@ -12,9 +12,9 @@
 //! reach their confirmation over the next few tens of milliseconds, as the runtime's
 //! threads get to them. A read therefore starts once no fleet has joined the line for
 //! [`QUIET`], and at the latest [`MOST_WAIT`] after the first of its fleets asked (plus
-//! any wait for a read in flight); a lone fleet waits [`QUIET`]. Up to [`IN_FLIGHT`] reads of a namespace run at once, so
-//! a fleet that asks while a read is under way waits for that gathering wait, not for the
-//! read under way to end.
+//! any wait for a read in flight); a lone fleet waits [`QUIET`]. Up to [`IN_FLIGHT`]
+//! reads of a namespace run at once, so a fleet that asks while a read is under way
+//! waits for that gathering wait, not for the read under way to end.
 //!
 //! **Freshness is kept:** a fleet is served only by a read that *starts after it
 //! asked*. A fleet that asks while a read is in flight waits for the next one, never
@@ -194,27 +194,22 @@ impl SharedReads {
             armed: true,
         };
         loop {
-            // The gathering wait, from the first and the latest fleet waiting.
-            loop {
-                let until = {
+            // The gathering wait, from the first and the latest fleet waiting; then the
+            // namespace's permits.
+            let slots = loop {
+                let (until, slots) = {
                     let lines = self.lines();
                     let Some(line) = lines.get(&ns) else {
                         clear.armed = false;
                         return;
                     };
-                    (line.latest + QUIET).min(line.first + MOST_WAIT)
+                    let until = (line.latest + QUIET).min(line.first + MOST_WAIT);
+                    (until, line.reads.clone())
                 };
                 if Instant::now() >= until {
-                    break;
+                    break slots;
                 }
                 tokio::time::sleep_until(until).await;
-            }
-            let slots = match self.lines().get(&ns) {
-                Some(line) => line.reads.clone(),
-                None => {
-                    clear.armed = false;
-                    return;
-                }
             };
             // Never closed: the line owns it.
             let Ok(permit) = slots.acquire_owned().await else {
