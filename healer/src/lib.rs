@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod confirm;
 pub mod decide;
+pub mod lean_json;
 pub mod observe;
 pub mod plan;
 pub mod record;

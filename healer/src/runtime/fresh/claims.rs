@@ -104,10 +104,12 @@ pub(super) async fn read(
     ns: &str,
     fleets: &[(&str, &str)],
 ) -> Result<Vec<PersistentVolumeClaim>, kube::Error> {
-    let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
     let labelled =
         ListParams::default().labels(&super::one_of(IDENTITY, fleets.iter().map(|f| f.1)));
-    let (all, labelled) = futures::try_join!(all_names(client, ns), api.list(&labelled))?;
+    let (all, labelled) = futures::try_join!(
+        all_names(client, ns),
+        super::lean::list::<PersistentVolumeClaim>(client, Some(ns), &labelled)
+    )?;
     let mut claims = labelled.items;
     let found: HashSet<String> = claims
         .iter()
@@ -123,7 +125,9 @@ pub(super) async fn read(
         })
         .collect();
     if missing.len() > BY_NAME_AT_MOST {
-        let every = api.list(&ListParams::default()).await?;
+        let every =
+            super::lean::list::<PersistentVolumeClaim>(client, Some(ns), &ListParams::default())
+                .await?;
         claims.extend(every.items.into_iter().filter(|c| {
             c.metadata
                 .name
@@ -133,7 +137,12 @@ pub(super) async fn read(
         return Ok(claims);
     }
     let by_names: Vec<ListParams> = missing.iter().map(|n| by_name(n)).collect();
-    let more = futures::future::try_join_all(by_names.iter().map(|lp| api.list(lp))).await?;
+    let more = futures::future::try_join_all(
+        by_names
+            .iter()
+            .map(|lp| super::lean::list::<PersistentVolumeClaim>(client, Some(ns), lp)),
+    )
+    .await?;
     claims.extend(more.into_iter().flat_map(|l| l.items));
     Ok(claims)
 }

@@ -21,8 +21,12 @@
 //! Fleets of one namespace that ask at the same moment share one read ([`shared`],
 //! [`read_many`]): the same requests, each naming all of them, and each fleet keeps what
 //! its own read would have selected.
+//!
+//! Every list is decoded without the objects' managed fields ([`lean`]): most of a listed
+//! Pod or StatefulSet, never read by the healer.
 
 mod claims;
+mod lean;
 mod shared;
 
 pub use shared::{Answer, SharedReads};
@@ -119,8 +123,7 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    Ok(Api::<K>::namespaced(client.clone(), ns)
-        .list(&scope.params())
+    Ok(lean::list::<K>(client, Some(ns), &scope.params())
         .await?
         .items)
 }
@@ -188,8 +191,6 @@ impl Keyed {
         scope: Scope<'_>,
         fleets: &[(&str, &Keys)],
     ) -> Result<Keyed, kube::Error> {
-        let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
-        let reservations_api = Api::<CelldBucketReservation>::all(client.clone());
         let ids = || fleets.iter().map(|(_, k)| k.identity.as_str());
         let identity = ListParams::default().labels(&one_of(IDENTITY, ids()));
         let replacement = ListParams::default().labels(&one_of(REPLACEMENT_INDEX, ids()));
@@ -207,10 +208,10 @@ impl Keyed {
             .map(|(n, k)| (*n, k.identity.as_str()))
             .collect();
         let (labelled, held, claims, reservations, replica_sets) = futures::try_join!(
-            pods_api.list(&identity),
-            pods_api.list(&replacement),
+            lean::list::<Pod>(client, Some(ns), &identity),
+            lean::list::<Pod>(client, Some(ns), &replacement),
             claims::read(client, ns, &names),
-            reservations_api.list(&reserved),
+            lean::list::<CelldBucketReservation>(client, None, &reserved),
             async {
                 if deployments.is_empty() {
                     return Ok(Vec::new());
@@ -595,15 +596,15 @@ impl NodeRead {
             }
             return Ok(());
         }
-        let api = Api::<Node>::all(client.clone());
         let listed: Vec<Node> = if missing.len() > NODES_BY_NAME_AT_MOST {
             self.all = true;
-            api.list(&ListParams::default()).await?.items
+            lean::list::<Node>(client, None, &ListParams::default())
+                .await?
+                .items
         } else {
             futures::future::try_join_all(missing.iter().map(|n| {
-                let api = api.clone();
                 let params = by_name(n);
-                async move { api.list(&params).await }
+                async move { lean::list::<Node>(client, None, &params).await }
             }))
             .await?
             .into_iter()
