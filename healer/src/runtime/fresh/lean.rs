@@ -7,9 +7,11 @@
 //! 17.6 MB of the healer's 49 MB peak in decoding them, inside one shared fresh read.
 //!
 //! The list's text goes through [`crate::lean_json::without_managed_fields`] before it
-//! is decoded, so each object is the one a whole decode gives with `managed_fields` set
-//! to `None`; text that scan cannot follow is decoded as it came, and the decoder reports
-//! it as it would have. `cargo bench -p celld-healer --bench fresh_decode` compares the
+//! is decoded, so each object is the one a whole decode gives with every ObjectMeta's
+//! `managed_fields` set to `None`; text that scan cannot follow is decoded as it came,
+//! and the decoder reports it as it would have. The kinds passed are namespaced with
+//! `Some(namespace)` and cluster-scoped with `None`, as `Api::namespaced` and `Api::all`
+//! would build them; metadata-only lists (`PartialObjectMeta`) still go through `Api`. `cargo bench -p celld-healer --bench fresh_decode` compares the
 //! two decodes of a shared read's Pods.
 
 use kube::api::{ListParams, ObjectList};
