@@ -75,13 +75,18 @@ pub fn without_managed_fields(text: &str) -> Cow<'_, str> {
             b':' if open.last() == Some(&Open::Object { metadata: true })
                 && &b[key.clone()] == KEY =>
             {
-                // Managed fields are a list, or null: anything else is not what the API
-                // server sends, and is left for the decoder to judge.
+                // Managed fields are a list, or null (left as it is): anything else is not
+                // what the API server sends, and is left for the decoder to judge.
                 let start = skip_space(b, i + 1);
-                if !matches!(b.get(start), Some(b'[' | b'n')) {
-                    return Cow::Borrowed(text);
+                match b.get(start) {
+                    Some(b'[') => {}
+                    Some(b'n') => {
+                        i += 1;
+                        continue;
+                    }
+                    _ => return Cow::Borrowed(text),
                 }
-                let Some(end) = value_end(b, start) else {
+                let Some(end) = array_end(b, start) else {
                     return Cow::Borrowed(text);
                 };
                 out.push_str(&text[copied..i + 1]);
@@ -122,42 +127,28 @@ fn skip_space(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// The index just past the JSON value starting at `b[start]`.
-fn value_end(b: &[u8], start: usize) -> Option<usize> {
-    match *b.get(start)? {
-        b'"' => string_end(b, start),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = start;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => {
-                        i = string_end(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
+/// The index just past the array starting at `b[start]` (a `[`), strings followed.
+fn array_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i = string_end(b, i)?;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
                 }
-                i += 1;
             }
-            None
+            _ => {}
         }
-        // A literal or a number: up to the next delimiter.
-        _ => {
-            let mut i = start;
-            while i < b.len() && !matches!(b[i], b',' | b'}' | b']') && !b[i].is_ascii_whitespace()
-            {
-                i += 1;
-            }
-            (i > start).then_some(i)
-        }
+        i += 1;
     }
+    None
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ pub(super) async fn read(
         ListParams::default().labels(&super::one_of(IDENTITY, fleets.iter().map(|f| f.1)));
     let (all, labelled) = futures::try_join!(
         all_names(client, ns),
-        super::lean::list::<PersistentVolumeClaim>(client, Some(ns), &labelled)
+        super::lean::namespaced::<PersistentVolumeClaim>(client, ns, &labelled)
     )?;
     let mut claims = labelled.items;
     let found: HashSet<String> = claims
@@ -126,7 +126,7 @@ pub(super) async fn read(
         .collect();
     if missing.len() > BY_NAME_AT_MOST {
         let every =
-            super::lean::list::<PersistentVolumeClaim>(client, Some(ns), &ListParams::default())
+            super::lean::namespaced::<PersistentVolumeClaim>(client, ns, &ListParams::default())
                 .await?;
         claims.extend(every.items.into_iter().filter(|c| {
             c.metadata
@@ -140,7 +140,7 @@ pub(super) async fn read(
     let more = futures::future::try_join_all(
         by_names
             .iter()
-            .map(|lp| super::lean::list::<PersistentVolumeClaim>(client, Some(ns), lp)),
+            .map(|lp| super::lean::namespaced::<PersistentVolumeClaim>(client, ns, lp)),
     )
     .await?;
     claims.extend(more.into_iter().flat_map(|l| l.items));

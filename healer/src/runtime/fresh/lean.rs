@@ -11,18 +11,45 @@
 //! `managed_fields` set to `None`; text that scan cannot follow is decoded as it came,
 //! and the decoder reports it as it would have. The kinds passed are namespaced with
 //! `Some(namespace)` and cluster-scoped with `None`, as `Api::namespaced` and `Api::all`
-//! would build them; metadata-only lists (`PartialObjectMeta`) still go through `Api`. `cargo bench -p celld-healer --bench fresh_decode` compares the
+//! would build them (checked by the kind's scope); metadata-only lists
+//! (`PartialObjectMeta`) still go through `Api`. `cargo bench -p celld-healer --bench fresh_decode` compares the
 //! two decodes of a shared read's Pods.
 
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{ListParams, ObjectList};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::lean_json::without_managed_fields;
 
-/// Lists `K` in `namespace` (`None`: cluster-wide) as `Api::list` does (the same
-/// request, counted as a `list`), decoded without managed fields.
-pub(super) async fn list<K>(
+/// Lists namespaced `K` in `namespace`, as `Api::namespaced(..).list` does.
+pub(super) async fn namespaced<K>(
+    client: &Client,
+    namespace: &str,
+    params: &ListParams,
+) -> Result<ObjectList<K>, kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + DeserializeOwned + Clone,
+    K::DynamicType: Default,
+{
+    list(client, Some(namespace), params).await
+}
+
+/// Lists cluster-scoped `K`, as `Api::all(..).list` does.
+pub(super) async fn cluster<K>(
+    client: &Client,
+    params: &ListParams,
+) -> Result<ObjectList<K>, kube::Error>
+where
+    K: Resource<Scope = ClusterResourceScope> + DeserializeOwned + Clone,
+    K::DynamicType: Default,
+{
+    list(client, None, params).await
+}
+
+/// The same request `Api::list` sends (counted as a `list`), decoded without managed
+/// fields.
+async fn list<K>(
     client: &Client,
     namespace: Option<&str>,
     params: &ListParams,

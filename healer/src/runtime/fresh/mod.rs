@@ -123,7 +123,7 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    Ok(lean::list::<K>(client, Some(ns), &scope.params())
+    Ok(lean::namespaced::<K>(client, ns, &scope.params())
         .await?
         .items)
 }
@@ -208,10 +208,10 @@ impl Keyed {
             .map(|(n, k)| (*n, k.identity.as_str()))
             .collect();
         let (labelled, held, claims, reservations, replica_sets) = futures::try_join!(
-            lean::list::<Pod>(client, Some(ns), &identity),
-            lean::list::<Pod>(client, Some(ns), &replacement),
+            lean::namespaced::<Pod>(client, ns, &identity),
+            lean::namespaced::<Pod>(client, ns, &replacement),
             claims::read(client, ns, &names),
-            lean::list::<CelldBucketReservation>(client, None, &reserved),
+            lean::cluster::<CelldBucketReservation>(client, &reserved),
             async {
                 if deployments.is_empty() {
                     return Ok(Vec::new());
@@ -598,13 +598,13 @@ impl NodeRead {
         }
         let listed: Vec<Node> = if missing.len() > NODES_BY_NAME_AT_MOST {
             self.all = true;
-            lean::list::<Node>(client, None, &ListParams::default())
+            lean::cluster::<Node>(client, &ListParams::default())
                 .await?
                 .items
         } else {
             futures::future::try_join_all(missing.iter().map(|n| {
                 let params = by_name(n);
-                async move { lean::list::<Node>(client, None, &params).await }
+                async move { lean::cluster::<Node>(client, &params).await }
             }))
             .await?
             .into_iter()
